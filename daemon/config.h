@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration: parsed into a new immutable struct, swapped whole on
+ * reload. Nothing here changes after config_finalize().
+ */
+#ifndef ORCD_CONFIG_H
+#define ORCD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#define ORCD_MAX_LISTEN 16
+
+enum orcd_engine_kind {
+	ORCD_ENGINE_AUTO,
+	ORCD_ENGINE_SPECIFIC,
+	ORCD_ENGINE_DIRECT,
+	ORCD_ENGINE_EPOLL,
+};
+
+struct orcd_listen {
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	char text[64]; /* as written: "127.0.0.1:8080", "[::1]:8080" */
+};
+
+struct orcd_config {
+	char *source;			/* file it came from, or NULL */
+	struct orcd_listen listen[ORCD_MAX_LISTEN];
+	unsigned n_listen;		/* default: one, 127.0.0.1:8080 */
+	char *root;			/* default "/var/www/html" */
+	char *index;			/* default "index.html" */
+	enum orcd_engine_kind engine;	/* default auto */
+	unsigned threads;		/* default 1; 0 = one per CPU */
+	unsigned slots;			/* fd slots per worker, default 4096 */
+	unsigned accepts;		/* accepts in flight per worker, default 16 */
+	unsigned max_connections;	/* per worker, default 16384 */
+	unsigned idle_timeout_ms;	/* keep-alive idle, default 60000 */
+	unsigned header_timeout_ms;	/* whole head must arrive, default 10000 */
+	unsigned send_timeout_ms;	/* no send progress, default 60000 */
+	unsigned max_request_line;	/* default 8192 */
+	unsigned max_header_bytes;	/* default 16384 */
+	unsigned max_headers;		/* default 100 */
+	unsigned buffer_size;		/* per-connection I/O buffer, default 65536 */
+	char *access_log;		/* NULL = off, "-" or "stdout", or a path */
+	char *user, *group;		/* NULL = don't change identity */
+	char *mime_types;		/* default "/etc/mime.types" */
+	char *default_type;		/* default "application/octet-stream" */
+	bool metrics;			/* default off */
+	struct orcd_listen metrics_listen; /* default 127.0.0.1:9180 */
+	char *metrics_path;		/* default "/metrics" */
+	struct mime_table *mime;	/* loaded by config_finalize */
+	int root_fd;			/* O_PATH|O_DIRECTORY, opened by config_finalize */
+	/* The one mutable field: references held by the server and by
+	 * requests in flight. config_put() of the last frees it. */
+	_Atomic unsigned refs;
+};
+
+/* refs starts at 1 from config_new(). */
+struct orcd_config *config_get(struct orcd_config *c);
+void config_put(struct orcd_config *c);
+
+/* A config holding the defaults above. NULL on ENOMEM. */
+struct orcd_config *config_new(void);
+/* Frees regardless of refs (for configs never published). */
+void config_free(struct orcd_config *c);
+
+/*
+ * Parse the file into c (on top of what c already holds). Syntax:
+ *   # comment
+ *   directive value...;      (nginx-like: one directive per statement,
+ *                             terminated by ';', values whitespace-separated,
+ *                             double quotes allowed)
+ * `listen` may repeat (the first `listen` in a file replaces the default).
+ * Returns 0, or -EINVAL / -errno with err = "FILE:LINE: message".
+ */
+int config_load_file(struct orcd_config *c, const char *path, char *err,
+		     size_t errcap);
+
+/*
+ * Set one directive from a string (used by the command line and by the
+ * file parser). `replace_listen` makes a `listen` replace the list rather
+ * than append. Returns 0 or -EINVAL with err = "message" (no location).
+ */
+int config_set(struct orcd_config *c, const char *directive,
+	       const char *value, bool replace_listen, char *err,
+	       size_t errcap);
+
+/*
+ * Validate cross-field facts (root is a directory, limits sane, ...) and
+ * load the mime table, open root_fd. Returns 0 or -errno with err set.
+ */
+int config_finalize(struct orcd_config *c, char *err, size_t errcap);
+
+/* "auto", "specific", ... */
+const char *config_engine_name(enum orcd_engine_kind k);
+
+/* Parse "127.0.0.1:8080", "[::1]:80", "*:8080", "8080" (all v4). */
+int config_parse_listen(const char *s, struct orcd_listen *out);
+
+#endif

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * HTTP/1.x request-head parser (RFC 9112). Pure: no I/O, no allocation.
+ * The request refers into the caller's buffer, which must stay unchanged
+ * while the request is in use.
+ */
+#ifndef ORCD_HTTP_PARSE_H
+#define ORCD_HTTP_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct http_str {
+	const char *p;
+	size_t n;
+};
+
+enum http_method {
+	HTTP_METHOD_GET,
+	HTTP_METHOD_HEAD,
+	HTTP_METHOD_OTHER, /* syntactically valid token we do not implement */
+};
+
+struct http_limits {
+	size_t max_request_line; /* bytes, without CRLF; over -> 414 */
+	size_t max_header_bytes; /* whole head incl. request line; over -> 431 */
+	unsigned max_headers;    /* header field count; over -> 431 */
+};
+
+struct http_request {
+	enum http_method method;
+	struct http_str method_str;
+	struct http_str target; /* request-target as sent */
+	struct http_str path;   /* target up to '?' or '#', still encoded */
+	int version_minor;      /* 0 or 1 (major is always 1 once parsed) */
+	bool keep_alive;        /* after version defaults and Connection */
+	bool has_host;
+	struct http_str host;
+	/* Field values with surrounding whitespace trimmed; n == 0 if absent.
+	 * Repeated If-None-Match fields are not joined: the parser reports
+	 * only the first (a client sending two is rare and gets the first). */
+	struct http_str if_none_match;
+	struct http_str if_modified_since;
+	struct http_str range;
+	struct http_str if_range;
+	struct http_str user_agent;
+	struct http_str referer;
+	bool has_content_length;
+	uint64_t content_length;
+	size_t head_len; /* bytes of the head incl. the final empty line */
+};
+
+enum http_parse_result {
+	HTTP_PARSE_OK = 0,         /* req filled, req->head_len bytes consumed */
+	HTTP_PARSE_INCOMPLETE = 1, /* need more bytes (nothing is wrong yet) */
+	HTTP_PARSE_ERROR = 2,      /* *status is the HTTP status to answer */
+};
+
+/*
+ * Parse one request head from buf[0..len).
+ * On HTTP_PARSE_ERROR *status is one of:
+ *   400 malformed request line / header, missing Host in 1.1, bad or
+ *       duplicate Content-Length, any Transfer-Encoding, a body on
+ *       GET/HEAD (Content-Length > 0), obs-fold, whitespace before colon
+ *   414 request line longer than lim->max_request_line
+ *   431 head larger than lim->max_header_bytes or more fields than
+ *       lim->max_headers
+ *   505 HTTP version other than 1.0 / 1.1 (e.g. HTTP/2.0, HTTP/0.9 style
+ *       request lines without a version are 400)
+ * An error response must always close the connection.
+ * Leading empty lines (CRLF) before the request line are skipped (RFC 9112
+ * section 2.2) and counted in head_len. Bare LF line endings are accepted.
+ */
+enum http_parse_result http_parse_request(const char *buf, size_t len,
+					  const struct http_limits *lim,
+					  struct http_request *req,
+					  int *status);
+
+/* Case-insensitive comparison of s with the NUL-terminated lit. */
+bool http_str_eq_ci(struct http_str s, const char *lit);
+
+#endif

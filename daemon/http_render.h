@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* Response head renderer. Pure: writes into a caller's buffer. */
+#ifndef ORCD_HTTP_RENDER_H
+#define ORCD_HTTP_RENDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+struct http_response {
+	int status;
+	int version_minor;	/* echo the request's 0/1; 1 when unknown */
+	bool keep_alive;	/* Connection: keep-alive (1.0) / close (1.1) */
+	time_t now;		/* Date */
+	const char *server;	/* Server; NULL omits */
+	const char *content_type; /* NULL omits */
+	int64_t content_length;	/* < 0 omits (never for our responses) */
+	time_t last_modified;	/* 0 omits */
+	const char *etag;	/* NULL omits */
+	bool accept_ranges;	/* Accept-Ranges: bytes */
+	bool content_range;	/* Content-Range: bytes first-last/total */
+	bool range_unsatisfied;	/* Content-Range: bytes * /total */
+	uint64_t range_first, range_last, range_total;
+	const char *location;	/* Location (301) */
+	const char *allow;	/* Allow (405) */
+};
+
+/* Reason phrase for a status ("Not Found"); "Unknown" for others. */
+const char *http_reason(int status);
+
+/*
+ * Render the status line and fields plus the terminating CRLF.
+ * Returns the length, or -ENOSPC if cap is too small (nothing useful is
+ * left in buf then).
+ */
+ssize_t http_render_head(const struct http_response *r, char *buf, size_t cap);
+
+/*
+ * A small HTML body for an error status, e.g. for 404:
+ * "<html><head><title>404 Not Found</title></head><body><h1>404 Not Found</h1></body></html>\n"
+ * Returns its length; writes at most cap bytes (truncated, never -1).
+ */
+size_t http_error_body(int status, char *buf, size_t cap);
+
+#endif

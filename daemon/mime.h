@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* File-extension -> media type, from a mime.types file (Debian media-types). */
+#ifndef ORCD_MIME_H
+#define ORCD_MIME_H
+
+struct mime_table;
+
+/*
+ * Load a mime.types file ("type ext1 ext2 ..." lines, '#' comments).
+ * Later duplicates of an extension do not override earlier ones.
+ * Returns 0 or -errno (-ENOENT if the file is missing, -ENOMEM).
+ */
+int mime_load(const char *path, struct mime_table **out);
+/* An empty table (every lookup gives the default). */
+struct mime_table *mime_empty(void);
+void mime_free(struct mime_table *t);
+
+/*
+ * Media type for the extension of the last path segment of `path`,
+ * compared case-insensitively; `deflt` when none. "text/..." types get
+ * no charset appended (the caller decides).
+ */
+const char *mime_lookup(const struct mime_table *t, const char *path,
+			const char *deflt);
+
+#endif

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/* The process: shared server state, per-thread workers and their counters. */
+#ifndef ORCD_SERVER_H
+#define ORCD_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct orcd_engine;
+struct access_log;
+
+/*
+ * Counters of one worker. Written only by the worker's own thread
+ * (relaxed atomics so the metrics reader sees whole values).
+ */
+struct orcd_stats {
+	_Atomic uint64_t conns_accepted;
+	_Atomic uint64_t conns_open;
+	_Atomic uint64_t requests;
+	_Atomic uint64_t status_class[6]; /* [2] = 2xx ... [5] = 5xx */
+	_Atomic uint64_t bytes_sent;
+	/* io_uring engines */
+	_Atomic uint64_t chains_submitted;
+	_Atomic uint64_t chains_completed;
+	_Atomic uint64_t chains_inflight;
+	_Atomic uint64_t chains_inflight_peak;
+	_Atomic uint64_t slots_inuse;
+	_Atomic uint64_t slots_peak;
+	_Atomic uint64_t slot_waits;
+	_Atomic uint64_t chain_open_failed;
+	_Atomic uint64_t chain_short_read;
+	_Atomic uint64_t chain_send_error;
+	_Atomic uint64_t chain_client_gone;
+	_Atomic uint64_t chain_close_repaired;
+	_Atomic uint64_t ebusy;
+	_Atomic uint64_t submits; /* io_uring_enter / event-loop wakeups */
+};
+
+#define STAT_INC(w, f) atomic_fetch_add_explicit(&(w)->stats.f, 1, memory_order_relaxed)
+#define STAT_ADD(w, f, n) atomic_fetch_add_explicit(&(w)->stats.f, (n), memory_order_relaxed)
+#define STAT_DEC(w, f) atomic_fetch_sub_explicit(&(w)->stats.f, 1, memory_order_relaxed)
+
+struct orcd_server;
+
+struct orcd_worker {
+	unsigned id;
+	struct orcd_server *srv;
+	pthread_t thread;
+	int listen_fds[ORCD_MAX_LISTEN];
+	unsigned n_listen;
+	int wake_fd;		/* eventfd: the main thread signals reload/stop */
+	struct orcd_config *cfg; /* this worker's reference, refreshed on wake */
+	struct orcd_stats stats;
+	int result;		/* engine run() return value */
+};
+
+struct orcd_server {
+	const struct orcd_engine *engine;
+	_Atomic(struct orcd_config *) cfg; /* current; swapped whole on reload */
+	_Atomic bool stopping;	/* SIGTERM: stop accepting, drain, exit */
+	struct access_log *access_log;
+	unsigned n_workers;
+	struct orcd_worker *workers;
+	int slot_base;		/* first fd of the reserved range (specific) */
+};
+
+/*
+ * Called by an engine when its wake_fd fires: takes the current config
+ * if it changed (dropping the worker's old reference).
+ */
+void server_worker_refresh(struct orcd_worker *w);
+bool server_stopping(const struct orcd_worker *w);
+
+/* Counters summed over all workers, for metrics and STATUS=. */
+void server_stats_sum(const struct orcd_server *s, struct orcd_stats *out);
+
+#endif
