@@ -60,7 +60,8 @@ struct orcd_worker {
 
 struct orcd_server {
 	const struct orcd_engine *engine;
-	_Atomic(struct orcd_config *) cfg; /* current; swapped whole on reload */
+	pthread_mutex_t cfg_lock; /* guards cfg; taken only to swap or refresh */
+	struct orcd_config *cfg; /* current; swapped whole on reload */
 	_Atomic bool stopping;	/* SIGTERM: stop accepting, drain, exit */
 	struct access_log *access_log;
 	unsigned n_workers;
@@ -69,11 +70,23 @@ struct orcd_server {
 };
 
 /*
- * Called by an engine when its wake_fd fires: takes the current config
- * if it changed (dropping the worker's old reference).
+ * Called by an engine when its wake_fd fires (after reading it): takes the
+ * current config if it changed, dropping the worker's old reference. A
+ * request in flight that still needs its config (root_fd for a linked
+ * open) holds its own config_get() reference.
  */
 void server_worker_refresh(struct orcd_worker *w);
 bool server_stopping(const struct orcd_worker *w);
+
+struct cli_opts;
+
+/* Build a config from the file named by (or defaulted for) the options,
+ * with the command-line overrides applied on top, and finalize it. */
+int server_load_config(const struct cli_opts *o, struct orcd_config **out,
+		       char *err, size_t cap);
+
+/* Run until SIGTERM; takes over the reference to cfg. Returns the exit code. */
+int server_run(const struct cli_opts *o, struct orcd_config *cfg);
 
 /* Counters summed over all workers, for metrics and STATUS=. */
 void server_stats_sum(const struct orcd_server *s, struct orcd_stats *out);

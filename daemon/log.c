@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+#include "log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "http_cond.h"
+
+void log_msg(int prio, const char *fmt, ...)
+{
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "<%d>orcd: ", prio & LOG_PRIMASK);
+	va_list ap;
+
+	va_start(ap, fmt);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	/* One write so lines from several threads never interleave. */
+	if (write(STDERR_FILENO, line, (size_t)n) < 0)
+		return;
+}
+
+struct access_log {
+	int fd;
+	char *path; /* NULL for stdout */
+};
+
+static int open_log_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int access_log_open(const char *spec, struct access_log **out)
+{
+	struct access_log *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	if (!strcmp(spec, "-") || !strcmp(spec, "stdout")) {
+		l->fd = STDOUT_FILENO;
+	} else {
+		l->path = strdup(spec);
+		l->fd = l->path ? open_log_file(spec) : -ENOMEM;
+		if (l->fd < 0) {
+			int err = l->fd;
+
+			free(l->path);
+			free(l);
+			return err;
+		}
+	}
+	*out = l;
+	return 0;
+}
+
+int access_log_reopen(struct access_log *l)
+{
+	int fd;
+
+	if (!l->path)
+		return 0;
+	fd = open_log_file(l->path);
+	if (fd < 0)
+		return fd;
+	/* dup2 swaps the file under the same number atomically: writers in
+	 * other threads never see a closed or half-reopened descriptor. */
+	if (dup2(fd, l->fd) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	close(fd);
+	return 0;
+}
+
+void access_log_close(struct access_log *l)
+{
+	if (!l)
+		return;
+	if (l->path)
+		close(l->fd);
+	free(l->path);
+	free(l);
+}
+
+/* Copy a client-supplied string for the log, escaping '"', '\\' and
+ * non-printable bytes as \xHH so a request cannot forge log lines. */
+static size_t put_escaped(char *out, size_t cap, const char *s, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && o + 5 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+			o += (size_t)snprintf(out + o, cap - o, "\\x%02X", c);
+		else
+			out[o++] = (char)c;
+	}
+	return o;
+}
+
+static size_t put_str_or_dash(char *out, size_t cap, struct http_str s)
+{
+	if (!s.n) {
+		out[0] = '-';
+		return 1;
+	}
+	return put_escaped(out, cap, s.p, s.n);
+}
+
+static void format_peer(const struct sockaddr *peer, char *out, size_t cap)
+{
+	const void *a = NULL;
+
+	if (peer && peer->sa_family == AF_INET)
+		a = &((const struct sockaddr_in *)peer)->sin_addr;
+	else if (peer && peer->sa_family == AF_INET6)
+		a = &((const struct sockaddr_in6 *)peer)->sin6_addr;
+	if (!a || !inet_ntop(peer->sa_family, a, out, (socklen_t)cap))
+		snprintf(out, cap, "-");
+}
+
+void access_log_write(struct access_log *l, const struct sockaddr *peer,
+		      const struct http_request *req, int status,
+		      uint64_t bytes, time_t now)
+{
+	static const char *const mon[] = { "Jan", "Feb", "Mar", "Apr",
+					   "May", "Jun", "Jul", "Aug",
+					   "Sep", "Oct", "Nov", "Dec" };
+	char line[4096], addr[INET6_ADDRSTRLEN];
+	struct tm tm;
+	size_t n, cap = sizeof(line) - 1;
+
+	if (!l)
+		return;
+	format_peer(peer, addr, sizeof(addr));
+	gmtime_r(&now, &tm);
+	n = (size_t)snprintf(line, cap,
+			     "%s - - [%02d/%s/%04d:%02d:%02d:%02d +0000] \"",
+			     addr, tm.tm_mday, mon[tm.tm_mon],
+			     tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+			     tm.tm_sec);
+	if (req) {
+		n += put_escaped(line + n, 64, req->method_str.p,
+				 req->method_str.n);
+		line[n++] = ' ';
+		/* Leave room for version, status, referer and agent. */
+		n += put_escaped(line + n, cap - n - 1200, req->target.p,
+				 req->target.n);
+		n += (size_t)snprintf(line + n, cap - n, " HTTP/1.%d",
+				      req->version_minor);
+	} else {
+		line[n++] = '-';
+	}
+	n += (size_t)snprintf(line + n, cap - n, "\" %d %llu \"", status,
+			      (unsigned long long)bytes);
+	if (req)
+		n += put_str_or_dash(line + n, 512, req->referer);
+	else
+		line[n++] = '-';
+	line[n++] = '"';
+	line[n++] = ' ';
+	line[n++] = '"';
+	if (req)
+		n += put_str_or_dash(line + n, cap - n - 8, req->user_agent);
+	else
+		line[n++] = '-';
+	line[n++] = '"';
+	line[n++] = '\n';
+	if (write(l->fd, line, n) < 0)
+		return;
+}

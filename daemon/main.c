@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "server.h"
+
+int main(int argc, char **argv)
+{
+	struct cli_opts o;
+	struct orcd_config *cfg;
+	char err[512];
+
+	if (cli_parse(argc, argv, &o, err, sizeof(err))) {
+		fprintf(stderr, "orcd: %s (try --help)\n", err);
+		return 2;
+	}
+	if (o.help) {
+		cli_usage(stdout);
+		return 0;
+	}
+	if (o.version) {
+		printf("orcd %s\n", ORCD_VERSION);
+		return 0;
+	}
+	if (server_load_config(&o, &cfg, err, sizeof(err))) {
+		fprintf(stderr, "orcd: %s\n", err);
+		return 1;
+	}
+	if (o.check_config) {
+		printf("orcd: configuration %s is valid\n",
+		       cfg->source ? cfg->source : "(defaults)");
+		config_free(cfg);
+		return 0;
+	}
+	return server_run(&o, cfg);
+}

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+#include "respond.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "http_cond.h"
+#include "http_render.h"
+#include "mime.h"
+#include "path.h"
+
+#define SERVER_NAME "orcd/" ORCD_VERSION
+
+int respond_lookup(int root_fd, const char *relpath, struct file_meta *meta,
+		   int *fd_out)
+{
+	/* RESOLVE_BENEATH refuses ".." and absolute symlinks that leave the
+	 * root while allowing links that stay inside it, which is what a
+	 * static site with relative symlinks expects. O_NONBLOCK keeps a FIFO
+	 * planted in the root from blocking the worker. */
+	struct open_how how = {
+		.flags = (fd_out ? O_RDONLY | O_NONBLOCK | O_NOCTTY : O_PATH) |
+			 O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	struct stat st;
+	int fd;
+
+	fd = (int)syscall(SYS_openat2, root_fd, *relpath ? relpath : ".", &how,
+			  sizeof(how));
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	meta->size = (uint64_t)st.st_size;
+	meta->ino = st.st_ino;
+	meta->dev = st.st_dev;
+	meta->mtime_sec = st.st_mtim.tv_sec;
+	meta->mtime_nsec = st.st_mtim.tv_nsec;
+	meta->mode = st.st_mode;
+	if (fd_out)
+		*fd_out = fd;
+	else
+		close(fd);
+	return 0;
+}
+
+static void plan_init(struct response_plan *plan, bool keep_alive)
+{
+	plan->status = 0;
+	plan->keep_alive = keep_alive;
+	plan->head_len = 0;
+	plan->send_file = false;
+	plan->offset = 0;
+	plan->length = 0;
+	plan->fd = -1;
+	plan->relpath[0] = '\0';
+	memset(&plan->meta, 0, sizeof(plan->meta));
+}
+
+static void plan_drop_fd(struct response_plan *plan)
+{
+	if (plan->fd >= 0)
+		close(plan->fd);
+	plan->fd = -1;
+}
+
+/* Head plus the small HTML body of an error or redirect. */
+static int render_status(struct response_plan *plan, int status,
+			 int version_minor, bool head_only, time_t now,
+			 const char *location, char *buf, size_t cap)
+{
+	struct http_response r = {
+		.status = status,
+		.version_minor = version_minor,
+		.keep_alive = plan->keep_alive,
+		.now = now,
+		.server = SERVER_NAME,
+		.content_type = "text/html",
+		.location = location,
+		.allow = status == 405 ? "GET, HEAD" : NULL,
+	};
+	char body[512];
+	size_t blen = http_error_body(status, body, sizeof(body));
+	ssize_t n;
+
+	r.content_length = (int64_t)blen;
+	n = http_render_head(&r, buf, cap);
+	if (n < 0)
+		return (int)n;
+	if (!head_only) {
+		if ((size_t)n + blen > cap)
+			return -ENOSPC;
+		memcpy(buf + n, body, blen);
+		n += (ssize_t)blen;
+	}
+	plan_drop_fd(plan);
+	plan->status = status;
+	plan->head_len = (size_t)n;
+	plan->send_file = false;
+	return 0;
+}
+
+int respond_error(const struct orcd_config *cfg, int status, time_t now,
+		  char *buf, size_t cap, struct response_plan *plan)
+{
+	(void)cfg;
+	plan_init(plan, false);
+	return render_status(plan, status, 1, false, now, NULL, buf, cap);
+}
+
+static int lookup_status(int err)
+{
+	switch (err) {
+	case -ENOENT:
+	case -ENOTDIR:
+	case -ELOOP:	/* RESOLVE_NO_MAGICLINKS, link loops */
+	case -EXDEV:	/* escapes the root (RESOLVE_BENEATH) */
+	case -ENAMETOOLONG:
+		return 404;
+	case -EACCES:
+	case -EPERM:
+		return 403;
+	default:
+		return 500;
+	}
+}
+
+/* Resolve the normalised path to a regular file, following the index file
+ * for directories. Returns 0 or an HTTP status (with *location for 301). */
+static int resolve_target(const struct orcd_config *cfg,
+			  const struct http_request *req, bool trailing,
+			  unsigned flags, struct response_plan *plan,
+			  char *location, size_t loccap)
+{
+	int *fdp = (flags & RESPOND_KEEP_FD) ? &plan->fd : NULL;
+	int err = respond_lookup(cfg->root_fd, plan->relpath, &plan->meta, fdp);
+	size_t len;
+
+	if (err)
+		return lookup_status(err);
+	if (S_ISDIR(plan->meta.mode)) {
+		plan_drop_fd(plan);
+		if (!trailing) {
+			/* The browser must resolve relative links against the
+			 * directory, so redirect to the slash form. The path is
+			 * echoed still encoded, as the client sent it. */
+			if ((size_t)snprintf(location, loccap, "%.*s/",
+					     (int)req->path.n,
+					     req->path.p) >= loccap)
+				return 414;
+			return 301;
+		}
+		len = strlen(plan->relpath);
+		if (len + strlen(cfg->index) + 2 > sizeof(plan->relpath))
+			return 404;
+		snprintf(plan->relpath + len, sizeof(plan->relpath) - len,
+			 "%s%s", len ? "/" : "", cfg->index);
+		err = respond_lookup(cfg->root_fd, plan->relpath, &plan->meta,
+				     fdp);
+		if (err)
+			return lookup_status(err);
+	} else if (trailing) {
+		/* "/file.html/" names a directory that is not one. */
+		return 404;
+	}
+	if (!S_ISREG(plan->meta.mode))
+		return 404;
+	return 0;
+}
+
+int respond_plan(const struct orcd_config *cfg, const struct http_request *req,
+		 time_t now, unsigned flags, char *buf, size_t cap,
+		 struct response_plan *plan)
+{
+	bool head = req->method == HTTP_METHOD_HEAD;
+	char location[PATH_MAX + 2], etag[HTTP_ETAG_MAX];
+	uint64_t first = 0, last = 0;
+	enum http_range_result rr = HTTP_RANGE_NONE;
+	bool trailing = false;
+	int status, err;
+	ssize_t n;
+
+	plan_init(plan, req->keep_alive);
+	if (req->method == HTTP_METHOD_OTHER) {
+		/* We never read a request body: if one follows, the stream
+		 * cannot be resynchronised, so close after answering. */
+		if (req->has_content_length && req->content_length)
+			plan->keep_alive = false;
+		return render_status(plan, 405, req->version_minor, false, now,
+				     NULL, buf, cap);
+	}
+	err = path_normalize(req->path.p, req->path.n, plan->relpath,
+			     sizeof(plan->relpath), &trailing);
+	if (err) {
+		status = err == -ENOENT ? 404 : err == -ENAMETOOLONG ? 414 : 400;
+		if (status == 400)
+			plan->keep_alive = false;
+		return render_status(plan, status, req->version_minor, head,
+				     now, NULL, buf, cap);
+	}
+	status = resolve_target(cfg, req, trailing, flags, plan, location,
+				sizeof(location));
+	if (status)
+		return render_status(plan, status, req->version_minor, head,
+				     now, status == 301 ? location : NULL, buf,
+				     cap);
+
+	http_etag_make(plan->meta.ino, plan->meta.size, plan->meta.mtime_sec,
+		       plan->meta.mtime_nsec, etag);
+	struct http_response r = {
+		.status = http_precondition(req, etag,
+					   (time_t)plan->meta.mtime_sec),
+		.version_minor = req->version_minor,
+		.keep_alive = plan->keep_alive,
+		.now = now,
+		.server = SERVER_NAME,
+		.content_type = mime_lookup(cfg->mime, plan->relpath,
+					    cfg->default_type),
+		.last_modified = (time_t)plan->meta.mtime_sec,
+		.etag = etag,
+		.accept_ranges = true,
+	};
+
+	if (r.status == 200 && req->range.n &&
+	    http_if_range_ok(req->if_range, etag, r.last_modified))
+		rr = http_range_parse(req->range, plan->meta.size, &first,
+				      &last);
+	plan->offset = 0;
+	plan->length = plan->meta.size;
+	if (r.status == 304) {
+		r.content_type = NULL;
+		r.content_length = -1;
+		plan->length = 0;
+	} else if (rr == HTTP_RANGE_OK) {
+		r.status = 206;
+		r.content_range = true;
+		r.range_first = first;
+		r.range_last = last;
+		r.range_total = plan->meta.size;
+		plan->offset = first;
+		plan->length = last - first + 1;
+		r.content_length = (int64_t)plan->length;
+	} else if (rr == HTTP_RANGE_UNSATISFIABLE) {
+		char body[512];
+		size_t blen = http_error_body(416, body, sizeof(body));
+
+		r.status = 416;
+		r.range_unsatisfied = true;
+		r.range_total = plan->meta.size;
+		r.content_type = "text/html";
+		r.content_length = (int64_t)blen;
+		plan_drop_fd(plan);
+		n = http_render_head(&r, buf, cap);
+		if (n < 0 || (!head && (size_t)n + blen > cap))
+			return -ENOSPC;
+		if (!head)
+			memcpy(buf + n, body, blen);
+		plan->status = 416;
+		plan->head_len = (size_t)n + (head ? 0 : blen);
+		return 0;
+	} else {
+		r.content_length = (int64_t)plan->meta.size;
+	}
+	n = http_render_head(&r, buf, cap);
+	if (n < 0) {
+		plan_drop_fd(plan);
+		return (int)n;
+	}
+	plan->status = r.status;
+	plan->head_len = (size_t)n;
+	plan->send_file = !head && r.status != 304 && plan->length > 0;
+	if (!plan->send_file)
+		plan_drop_fd(plan);
+	return 0;
+}

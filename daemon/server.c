@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The process around the workers: listeners, privilege drop, threads,
+ * signals (handled by the main thread only, through a signalfd), config
+ * reload by whole-struct swap, graceful stop, and systemd notification.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "engine.h"
+#include "listen.h"
+#include "log.h"
+
+int server_load_config(const struct cli_opts *o, struct orcd_config **out,
+		       char *err, size_t cap)
+{
+	struct orcd_config *c = config_new();
+	const char *file = o->config_file;
+	int e;
+
+	if (!c) {
+		snprintf(err, cap, "out of memory");
+		return -ENOMEM;
+	}
+	if (!file && access(ORCD_DEFAULT_CONF, F_OK) == 0)
+		file = ORCD_DEFAULT_CONF;
+	e = file ? config_load_file(c, file, err, cap) : 0;
+	if (!e)
+		e = cli_apply(o, c, err, cap);
+	if (!e)
+		e = config_finalize(c, err, cap);
+	if (e) {
+		config_free(c);
+		return e;
+	}
+	*out = c;
+	return 0;
+}
+
+void server_worker_refresh(struct orcd_worker *w)
+{
+	struct orcd_server *s = w->srv;
+	struct orcd_config *old = NULL;
+
+	pthread_mutex_lock(&s->cfg_lock);
+	if (w->cfg != s->cfg) {
+		old = w->cfg;
+		w->cfg = config_get(s->cfg);
+	}
+	pthread_mutex_unlock(&s->cfg_lock);
+	if (old)
+		config_put(old);
+}
+
+bool server_stopping(const struct orcd_worker *w)
+{
+	return atomic_load(&w->srv->stopping);
+}
+
+void server_stats_sum(const struct orcd_server *s, struct orcd_stats *out)
+{
+	_Atomic uint64_t *dst = (_Atomic uint64_t *)out;
+	size_t n = sizeof(*out) / sizeof(*dst), i;
+	unsigned k;
+
+	memset(out, 0, sizeof(*out));
+	for (k = 0; k < s->n_workers; k++) {
+		const _Atomic uint64_t *src =
+			(const _Atomic uint64_t *)&s->workers[k].stats;
+
+		for (i = 0; i < n; i++)
+			atomic_fetch_add_explicit(
+				&dst[i],
+				atomic_load_explicit(&src[i],
+						     memory_order_relaxed),
+				memory_order_relaxed);
+	}
+}
+
+static void wake_workers(struct orcd_server *s)
+{
+	uint64_t one = 1;
+	unsigned i;
+
+	for (i = 0; i < s->n_workers; i++)
+		if (write(s->workers[i].wake_fd, &one, sizeof(one)) < 0)
+			log_msg(LOG_ERR, "wake worker %u: %s", i,
+				strerror(errno));
+}
+
+struct thread_arg {
+	struct orcd_worker *w;
+	int done_fd;
+};
+
+static void *worker_main(void *arg)
+{
+	struct thread_arg *ta = arg;
+	struct orcd_worker *w = ta->w;
+	uint64_t one = 1;
+
+	w->result = w->srv->engine->run(w);
+	if (w->result < 0)
+		log_msg(LOG_ERR, "worker %u: engine %s failed: %s", w->id,
+			w->srv->engine->name, strerror(-w->result));
+	if (write(ta->done_fd, &one, sizeof(one)) < 0)
+		log_msg(LOG_ERR, "worker %u: done notify: %s", w->id,
+			strerror(errno));
+	return NULL;
+}
+
+/* Bind before dropping privileges so ports below 1024 work; create rings
+ * after, since a ring keeps acting with its creator's credentials. */
+static int drop_privileges(const struct orcd_config *c, char *err, size_t cap)
+{
+	uid_t uid;
+	gid_t gid;
+
+	if (!c->user && !c->group)
+		return 0;
+	if (geteuid() != 0) {
+		snprintf(err, cap, "user/group set but not started as root");
+		return -EPERM;
+	}
+	if (c->user) {
+		struct passwd *pw = getpwnam(c->user);
+
+		if (!pw) {
+			snprintf(err, cap, "user %s: no such user", c->user);
+			return -ENOENT;
+		}
+		uid = pw->pw_uid;
+		gid = pw->pw_gid;
+	} else {
+		uid = getuid();
+		gid = getgid();
+	}
+	if (c->group) {
+		struct group *gr = getgrnam(c->group);
+
+		if (!gr) {
+			snprintf(err, cap, "group %s: no such group", c->group);
+			return -ENOENT;
+		}
+		gid = gr->gr_gid;
+	}
+	if (setgroups(1, &gid) || setgid(gid) || setuid(uid)) {
+		snprintf(err, cap, "dropping privileges: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static bool same_listeners(const struct orcd_config *a,
+			   const struct orcd_config *b)
+{
+	unsigned i;
+
+	if (a->n_listen != b->n_listen)
+		return false;
+	for (i = 0; i < a->n_listen; i++)
+		if (a->listen[i].addrlen != b->listen[i].addrlen ||
+		    memcmp(&a->listen[i].addr, &b->listen[i].addr,
+			   a->listen[i].addrlen))
+			return false;
+	return true;
+}
+
+static void reload(struct orcd_server *s, const struct cli_opts *o)
+{
+	struct orcd_config *c, *old;
+	char err[512];
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+		   (unsigned long long)ts.tv_sec * 1000000ULL +
+			   (unsigned long long)ts.tv_nsec / 1000);
+	if (server_load_config(o, &c, err, sizeof(err))) {
+		log_msg(LOG_ERR, "reload failed, keeping the running configuration: %s",
+			err);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	if (!same_listeners(s->cfg, c))
+		log_msg(LOG_WARNING,
+			"reload: listen addresses changed; they take effect on restart");
+	pthread_mutex_lock(&s->cfg_lock);
+	old = s->cfg;
+	s->cfg = c;
+	pthread_mutex_unlock(&s->cfg_lock);
+	config_put(old);
+	wake_workers(s);
+	log_msg(LOG_NOTICE, "configuration reloaded");
+	sd_notify(0, "READY=1");
+}
+
+static void notify_status(struct orcd_server *s)
+{
+	struct orcd_stats t;
+
+	server_stats_sum(s, &t);
+	sd_notifyf(0, "STATUS=engine %s, %llu connections open, %llu requests",
+		   s->engine->name, (unsigned long long)t.conns_open,
+		   (unsigned long long)t.requests);
+}
+
+/* Wait for signals and worker exits; returns the process exit code. */
+static int main_loop(struct orcd_server *s, const struct cli_opts *o,
+		     int sig_fd, int done_fd)
+{
+	uint64_t watchdog_usec = 0;
+	int timeout_ms = 1000;
+	unsigned done = 0;
+	int rc = 0;
+
+	if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec)
+		timeout_ms = (int)(watchdog_usec / 2000);
+	while (done < s->n_workers) {
+		struct pollfd p[2] = { { sig_fd, POLLIN, 0 },
+				       { done_fd, POLLIN, 0 } };
+		struct signalfd_siginfo si;
+		uint64_t v;
+
+		if (poll(p, 2, timeout_ms) < 0 && errno != EINTR)
+			return 1;
+		if (watchdog_usec)
+			sd_notify(0, "WATCHDOG=1");
+		if (p[1].revents & POLLIN && read(done_fd, &v, sizeof(v)) > 0) {
+			done += (unsigned)v;
+			if (!atomic_load(&s->stopping)) {
+				/* A worker gave up on its own: stop all. */
+				rc = 1;
+				atomic_store(&s->stopping, true);
+				wake_workers(s);
+			}
+		}
+		if (!(p[0].revents & POLLIN)) {
+			notify_status(s);
+			continue;
+		}
+		if (read(sig_fd, &si, sizeof(si)) != sizeof(si))
+			continue;
+		switch (si.ssi_signo) {
+		case SIGHUP:
+			if (!atomic_load(&s->stopping))
+				reload(s, o);
+			break;
+		case SIGUSR1:
+			if (s->access_log && access_log_reopen(s->access_log))
+				log_msg(LOG_ERR, "reopening the access log failed");
+			break;
+		case SIGTERM:
+		case SIGINT:
+			if (!atomic_load(&s->stopping)) {
+				log_msg(LOG_NOTICE, "stopping: draining in-flight responses");
+				sd_notify(0, "STOPPING=1");
+				atomic_store(&s->stopping, true);
+				wake_workers(s);
+			}
+			break;
+		}
+	}
+	return rc;
+}
+
+static int open_listeners(struct orcd_server *s, char *err, size_t cap)
+{
+	const struct orcd_config *c = s->cfg;
+	int passed[ORCD_MAX_LISTEN];
+	int n = listen_passed(passed, ORCD_MAX_LISTEN, err, cap);
+	unsigned i, k;
+
+	if (n < 0)
+		return n;
+	for (k = 0; k < s->n_workers; k++) {
+		struct orcd_worker *w = &s->workers[k];
+
+		if (n > 0) {
+			memcpy(w->listen_fds, passed, sizeof(int) * (size_t)n);
+			w->n_listen = (unsigned)n;
+			continue;
+		}
+		for (i = 0; i < c->n_listen; i++) {
+			int fd = listen_open(&c->listen[i], err, cap);
+
+			if (fd < 0)
+				return fd;
+			w->listen_fds[w->n_listen++] = fd;
+		}
+	}
+	if (n > 0)
+		log_msg(LOG_INFO, "using %d socket(s) passed by the service manager",
+			n);
+	return 0;
+}
+
+static void close_listeners(struct orcd_server *s)
+{
+	unsigned i, k;
+
+	for (k = 0; k < s->n_workers; k++) {
+		struct orcd_worker *w = &s->workers[k];
+
+		for (i = 0; i < w->n_listen; i++)
+			/* Passed sockets are shared: close each once. */
+			if (k == 0 || w->listen_fds[i] !=
+					      s->workers[0].listen_fds[i])
+				close(w->listen_fds[i]);
+		w->n_listen = 0;
+	}
+}
+
+int server_run(const struct cli_opts *o, struct orcd_config *cfg)
+{
+	struct orcd_server s = { .cfg = cfg };
+	struct thread_arg *ta = NULL;
+	char err[512], why[512];
+	sigset_t set;
+	int sig_fd = -1, done_fd = -1, rc = 1;
+	unsigned k, total, started = 0;
+
+	pthread_mutex_init(&s.cfg_lock, NULL);
+	s.n_workers = cfg->threads ? cfg->threads :
+				     (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	s.workers = calloc(s.n_workers, sizeof(*s.workers));
+	ta = calloc(s.n_workers, sizeof(*ta));
+	total = s.n_workers;
+	if (!s.workers || !ta)
+		goto out;
+	for (k = 0; k < s.n_workers; k++)
+		s.workers[k].wake_fd = -1;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
+	/* Blocked before any thread exists, so only the signalfd sees them. */
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sig_fd < 0 || done_fd < 0) {
+		log_msg(LOG_ERR, "signalfd/eventfd: %s", strerror(errno));
+		goto out;
+	}
+
+	if (open_listeners(&s, err, sizeof(err)) ||
+	    drop_privileges(cfg, err, sizeof(err))) {
+		log_msg(LOG_ERR, "%s", err);
+		goto out;
+	}
+	if (engine_select(cfg, &s.engine, why, sizeof(why))) {
+		log_msg(LOG_ERR, "%s", why);
+		goto out;
+	}
+	log_msg(LOG_INFO, "%s", why);
+	if (cfg->access_log) {
+		int e = access_log_open(cfg->access_log, &s.access_log);
+
+		if (e) {
+			log_msg(LOG_ERR, "access_log %s: %s", cfg->access_log,
+				strerror(-e));
+			goto out;
+		}
+	}
+	if (s.engine->setup && s.engine->setup(&s, err, sizeof(err))) {
+		log_msg(LOG_ERR, "engine %s: %s", s.engine->name, err);
+		goto out;
+	}
+	for (k = 0; k < s.n_workers; k++) {
+		struct orcd_worker *w = &s.workers[k];
+
+		w->id = k;
+		w->srv = &s;
+		w->cfg = config_get(cfg);
+		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		ta[k].w = w;
+		ta[k].done_fd = done_fd;
+		if (w->wake_fd < 0 ||
+		    pthread_create(&w->thread, NULL, worker_main, &ta[k])) {
+			log_msg(LOG_ERR, "starting worker %u failed", k);
+			atomic_store(&s.stopping, true);
+			break;
+		}
+		started++;
+	}
+	if (started == s.n_workers) {
+		log_msg(LOG_NOTICE, "serving %s with %u worker(s), engine %s",
+			cfg->root, s.n_workers, s.engine->name);
+		sd_notify(0, "READY=1");
+	}
+	s.n_workers = started;
+	wake_workers(&s);
+	rc = main_loop(&s, o, sig_fd, done_fd);
+	for (k = 0; k < started; k++) {
+		pthread_join(s.workers[k].thread, NULL);
+		if (s.workers[k].result < 0)
+			rc = 1;
+	}
+	if (!rc)
+		log_msg(LOG_NOTICE, "stopped");
+out:
+	s.n_workers = total;
+	if (s.workers) {
+		close_listeners(&s);
+		for (k = 0; k < s.n_workers; k++) {
+			if (s.workers[k].wake_fd >= 0)
+				close(s.workers[k].wake_fd);
+			if (s.workers[k].cfg)
+				config_put(s.workers[k].cfg);
+		}
+	}
+	access_log_close(s.access_log);
+	if (sig_fd >= 0)
+		close(sig_fd);
+	if (done_fd >= 0)
+		close(done_fd);
+	free(ta);
+	free(s.workers);
+	config_put(s.cfg);
+	pthread_mutex_destroy(&s.cfg_lock);
+	return rc;
+}

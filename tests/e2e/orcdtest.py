@@ -1,0 +1,361 @@
+"""Shared harness for orcd's end-to-end tests.
+
+Each tests/e2e/test_*.py is one standalone program (ctest runs it once per
+engine, with ORCD_BIN and ORCD_ENGINE set). It builds a document root in a
+temporary directory, starts a real orcd on 127.0.0.1, talks to it over raw
+sockets (and curl where a real client matters), and checks at the end that
+orcd holds as many fds as before the tests and exits 0 on SIGTERM.
+
+Only loopback addresses are ever used.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+ENGINE = os.environ.get("ORCD_ENGINE", "epoll")
+BIN = os.environ.get("ORCD_BIN", "orcd")
+SOURCE_DIR = os.environ.get(
+    "ORCD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+# Where orcd under test runs: a host:port given from outside (the QEMU
+# harness points the suite at a guest) or a local process we start.
+REMOTE = os.environ.get("ORCD_REMOTE")
+
+SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"runtime error:",
+                   b"ERROR: LeakSanitizer")
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def eq(got, want, what=""):
+    if got != want:
+        raise TestFailure("%s: got %r, want %r" % (what, got, want))
+
+
+def wait_until(pred, timeout=10.0, what="condition"):
+    """Poll pred() until true; never sleep blindly for readiness."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TestFailure("timed out waiting for " + what)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def make_site(root):
+    """The fixture document root every test can rely on."""
+    files = {
+        "index.html": b"<!doctype html><title>orcd</title><p>hello</p>\n",
+        "hello.txt": b"hello, world\n",
+        "style.css": b"body { color: black; }\n",
+        "data.bin": bytes(range(256)) * 4,  # 1 KiB
+        "empty.txt": b"",
+        "dir/index.html": b"<p>dir index</p>\n",
+        "dir/page.html": b"<p>page</p>\n",
+        "noindex/file.txt": b"file in a dir without index\n",
+        ".hidden": b"secret\n",
+        "dir/.git/config": b"[core]\n",
+        "with space.txt": b"space\n",
+        "UPPER.HTML": b"<p>upper</p>\n",
+    }
+    for name, data in files.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    big = os.path.join(root, "big.bin")
+    with open(big, "wb") as f:
+        block = bytes((i * 7) & 0xFF for i in range(65536))
+        for _ in range(64):  # 4 MiB: larger than any per-connection buffer
+            f.write(block)
+    os.symlink("hello.txt", os.path.join(root, "link-inside.txt"))
+    os.symlink("/etc/passwd", os.path.join(root, "link-outside"))
+    os.symlink("../outside.txt", os.path.join(root, "link-up.txt"))
+    with open(os.path.join(os.path.dirname(root), "outside.txt"), "wb") as f:
+        f.write(b"outside the root\n")
+    return root
+
+
+class Response:
+    def __init__(self, status, reason, version, headers, body):
+        self.status = status
+        self.reason = reason
+        self.version = version
+        self.headers = headers  # list of (lower-name, value)
+        self.body = body
+
+    def header(self, name, default=None):
+        name = name.lower()
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return default
+
+    def header_all(self, name):
+        return [v for k, v in self.headers if k == name.lower()]
+
+    def __repr__(self):
+        return "<Response %d %s %d bytes>" % (self.status, self.reason,
+                                             len(self.body))
+
+
+class Conn:
+    """A raw HTTP/1.x client connection that reads responses precisely."""
+
+    def __init__(self, addr, timeout=10.0):
+        self.sock = socket.create_connection(addr, timeout=timeout)
+        self.buf = b""
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode()
+        self.sock.sendall(data)
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            return False
+        self.buf += chunk
+        return True
+
+    def read_response(self, head_request=False):
+        while b"\r\n\r\n" not in self.buf:
+            if not self._fill():
+                if not self.buf:
+                    return None
+                raise TestFailure("connection closed inside a response head: %r"
+                                  % self.buf[:200])
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        check(len(parts) >= 2 and parts[0].startswith("HTTP/1."),
+              "bad status line %r" % lines[0])
+        headers = []
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers.append((k.strip().lower(), v.strip()))
+        r = Response(int(parts[1]), parts[2] if len(parts) > 2 else "",
+                     parts[0], headers, b"")
+        cl = r.header("content-length")
+        if head_request or r.status in (204, 304) or 100 <= r.status < 200:
+            return r
+        check(cl is not None, "response without Content-Length: %r" % r)
+        n = int(cl)
+        while len(self.buf) < n:
+            if not self._fill():
+                raise TestFailure("connection closed after %d of %d body bytes"
+                                  % (len(self.buf), n))
+        r.body, self.buf = self.buf[:n], self.buf[n:]
+        return r
+
+    def closed_by_peer(self, timeout=5.0):
+        """True when the server closes the connection (EOF or reset)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def build_request(method, path, headers=None, version="1.1", host=True):
+    lines = ["%s %s HTTP/%s" % (method, path, version)]
+    hdrs = list((headers or {}).items()) if isinstance(headers, dict) \
+        else list(headers or [])
+    if host and version == "1.1" and not any(k.lower() == "host"
+                                              for k, _ in hdrs):
+        lines.append("Host: test")
+    for k, v in hdrs:
+        lines.append("%s: %s" % (k, v))
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class Orcd:
+    """A running orcd (or a remote one when ORCD_REMOTE is set)."""
+
+    def __init__(self, engine=None, conf="", args=(), site=True):
+        self.engine = engine or ENGINE
+        self.tmp = tempfile.mkdtemp(prefix="orcd-e2e-")
+        self.root = os.path.join(self.tmp, "root")
+        os.makedirs(self.root)
+        if site:
+            make_site(self.root)
+        self.port = free_port()
+        self.addr = ("127.0.0.1", self.port)
+        self.conf_path = os.path.join(self.tmp, "orcd.conf")
+        self.log_path = os.path.join(self.tmp, "stderr.log")
+        self.access_log = os.path.join(self.tmp, "access.log")
+        self.write_conf(conf)
+        self.args = list(args)
+        self.proc = None
+        self.fd_baseline = None
+
+    def write_conf(self, extra=""):
+        with open(self.conf_path, "w") as f:
+            f.write("listen 127.0.0.1:%d;\n" % self.port)
+            f.write("root %s;\n" % self.root)
+            f.write("engine %s;\n" % self.engine)
+            f.write("threads 1;\n")
+            f.write("access_log %s;\n" % self.access_log)
+            f.write(extra)
+
+    def start(self):
+        cmd = [BIN, "-c", self.conf_path] + self.args
+        self.stderr = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                     stderr=self.stderr)
+        wait_until(self._answers, 15, "orcd to answer on %s:%d" % self.addr)
+        self.fd_baseline = self.fd_count()
+        return self
+
+    def _answers(self):
+        if self.proc.poll() is not None:
+            raise TestFailure("orcd exited with %d at start-up: %s"
+                              % (self.proc.returncode, self.stderr_text()))
+        try:
+            with Conn(self.addr, timeout=2) as c:
+                c.send(build_request("HEAD", "/"))
+                return c.read_response(head_request=True) is not None
+        except OSError:
+            return False
+
+    def stderr_text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def fd_count(self):
+        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+
+    def assert_fds_back(self):
+        """Connections close asynchronously on the server: poll."""
+        wait_until(lambda: self.fd_count() == self.fd_baseline, 10,
+                   "orcd's fd count to return to %d (now %d)"
+                   % (self.fd_baseline, self.fd_count()))
+
+    def conn(self, timeout=10.0):
+        return Conn(self.addr, timeout)
+
+    def get(self, path, headers=None, method="GET", version="1.1"):
+        with self.conn() as c:
+            hdrs = dict(headers or {})
+            hdrs.setdefault("Connection", "close")
+            c.send(build_request(method, path, hdrs, version))
+            return c.read_response(head_request=(method == "HEAD"))
+
+    def raw(self, data, head_request=False):
+        with self.conn() as c:
+            c.send(data)
+            return c.read_response(head_request=head_request)
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, expect_rc=0):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise TestFailure("orcd did not stop within 30 s of SIGTERM")
+        self.stderr.close()
+        text = self.stderr_text().encode()
+        for mark in SANITIZER_MARKS:
+            check(mark not in text, "sanitizer report:\n" + self.stderr_text())
+        eq(rc, expect_rc, "orcd exit status (stderr: %s)" % self.stderr_text())
+
+    def cleanup(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+_cases = []
+
+
+def case(fn):
+    _cases.append(fn)
+    return fn
+
+
+def run(server_factory=None):
+    """Run every @case against one orcd, check fds, stop; print results.
+
+    A case takes the Orcd instance. Exit status: 0 when all passed.
+    """
+    srv = (server_factory or Orcd)()
+    failed = passed = 0
+    try:
+        srv.start()
+        for fn in _cases:
+            name = fn.__name__
+            try:
+                fn(srv)
+                passed += 1
+                print("ok - %s [%s]" % (name, srv.engine))
+            except Exception as e:  # a broken case must not hide the rest
+                failed += 1
+                print("not ok - %s [%s]: %s" % (name, srv.engine, e))
+                if not isinstance(e, TestFailure):
+                    traceback.print_exc(file=sys.stdout)
+            if srv.proc.poll() is not None:
+                print("not ok - orcd died during %s: %s"
+                      % (name, srv.stderr_text()))
+                failed += 1
+                break
+        try:
+            srv.assert_fds_back()
+            srv.stop()
+            passed += 1
+            print("ok - fds back to baseline and clean exit")
+        except TestFailure as e:
+            failed += 1
+            print("not ok - teardown: %s" % e)
+    except TestFailure as e:
+        failed += 1
+        print("not ok - start-up: %s" % e)
+    finally:
+        srv.cleanup()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
