@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "listen.h"
 #include "log.h"
+#include "metrics.h"
 
 int server_load_config(const struct cli_opts *o, struct orcd_config **out,
 		       char *err, size_t cap)
@@ -221,7 +222,7 @@ static void notify_status(struct orcd_server *s)
 
 /* Wait for signals and worker exits; returns the process exit code. */
 static int main_loop(struct orcd_server *s, const struct cli_opts *o,
-		     int sig_fd, int done_fd)
+		     int sig_fd, int done_fd, int metrics_fd)
 {
 	uint64_t watchdog_usec = 0;
 	int timeout_ms = 1000;
@@ -231,13 +232,17 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 	if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec)
 		timeout_ms = (int)(watchdog_usec / 2000);
 	while (done < s->n_workers) {
-		struct pollfd p[2] = { { sig_fd, POLLIN, 0 },
-				       { done_fd, POLLIN, 0 } };
+		struct pollfd p[3] = { { sig_fd, POLLIN, 0 },
+				       { done_fd, POLLIN, 0 },
+				       { metrics_fd, POLLIN, 0 } };
 		struct signalfd_siginfo si;
 		uint64_t v;
 
-		if (poll(p, 2, timeout_ms) < 0 && errno != EINTR)
+		if (poll(p, metrics_fd >= 0 ? 3 : 2, timeout_ms) < 0 &&
+		    errno != EINTR)
 			return 1;
+		if (metrics_fd >= 0 && (p[2].revents & POLLIN))
+			metrics_serve(s, metrics_fd);
 		if (watchdog_usec)
 			sd_notify(0, "WATCHDOG=1");
 		if (p[1].revents & POLLIN && read(done_fd, &v, sizeof(v)) > 0) {
@@ -331,7 +336,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	struct thread_arg *ta = NULL;
 	char err[512], why[512];
 	sigset_t set;
-	int sig_fd = -1, done_fd = -1, rc = 1;
+	int sig_fd = -1, done_fd = -1, metrics_fd = -1, rc = 1;
 	unsigned k, total, started = 0;
 
 	pthread_mutex_init(&s.cfg_lock, NULL);
@@ -360,8 +365,18 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		goto out;
 	}
 
-	if (open_listeners(&s, err, sizeof(err)) ||
-	    drop_privileges(cfg, err, sizeof(err))) {
+	if (open_listeners(&s, err, sizeof(err))) {
+		log_msg(LOG_ERR, "%s", err);
+		goto out;
+	}
+	if (cfg->metrics) {
+		metrics_fd = listen_open(&cfg->metrics_listen, err, sizeof(err));
+		if (metrics_fd < 0) {
+			log_msg(LOG_ERR, "metrics: %s", err);
+			goto out;
+		}
+	}
+	if (drop_privileges(cfg, err, sizeof(err))) {
 		log_msg(LOG_ERR, "%s", err);
 		goto out;
 	}
@@ -407,7 +422,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	}
 	s.n_workers = started;
 	wake_workers(&s);
-	rc = main_loop(&s, o, sig_fd, done_fd);
+	rc = main_loop(&s, o, sig_fd, done_fd, metrics_fd);
 	for (k = 0; k < started; k++) {
 		pthread_join(s.workers[k].thread, NULL);
 		if (s.workers[k].result < 0)
@@ -431,6 +446,8 @@ out:
 		close(sig_fd);
 	if (done_fd >= 0)
 		close(done_fd);
+	if (metrics_fd >= 0)
+		close(metrics_fd);
 	free(ta);
 	free(s.workers);
 	config_put(s.cfg);

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The main job: orcd serving the sample site while wrk drives it.
+#   ./demo.sh --host [options]   orcd on this machine's kernel (quick)
+# Options:
+#   --engine auto|specific|direct|epoll   (default auto)
+#   --duration SECONDS                    wrk run time (default 10)
+#   --connections N                       wrk connections (default 64)
+#   --file PATH                           URL path wrk fetches (default /files/1k.bin)
+#   --port PORT                           127.0.0.1 port (default 8080)
+#   --keep                                keep serving after wrk until Ctrl-C
+set -euo pipefail
+cd "$(dirname "$0")"
+
+mode=host engine=auto duration=10 conns=64 file=/files/1k.bin port=8080 keep=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--host) mode=host ;;
+	--engine) engine=$2; shift ;;
+	--duration) duration=$2; shift ;;
+	--connections) conns=$2; shift ;;
+	--file) file=$2; shift ;;
+	--port) port=$2; shift ;;
+	--keep) keep=1 ;;
+	-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+	*) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+cache=${ORCD_CACHE:-$HOME/.cache/orcd}
+tests/install-deps.sh --build
+command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)" >/dev/null
+site=$(tests/site/build.sh "$cache/site")
+
+url="http://127.0.0.1:$port$file"
+build/orcd --root "$site" --listen "127.0.0.1:$port" --engine "$engine" \
+	--threads 2 -c conf/orcd.conf &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
+deadline=$((SECONDS + 15))
+until curl -fsS -o /dev/null "$url"; do
+	kill -0 $pid 2>/dev/null || { echo "demo.sh: orcd exited" >&2; exit 1; }
+	[ $SECONDS -lt $deadline ] || { echo "demo.sh: orcd did not answer" >&2; exit 1; }
+	sleep 0.1
+done
+echo "orcd (pid $pid) serves $site on http://127.0.0.1:$port/"
+wrk -t2 -c"$conns" -d"${duration}s" --latency "$url"
+if [ "$keep" = 1 ]; then
+	echo "serving until Ctrl-C: http://127.0.0.1:$port/"
+	wait $pid
+fi

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls exactly this).
+#   ./test.sh           everything: unit + e2e (release and ASan/UBSan builds),
+#                       fuzzers, kernel selftests and orcd in QEMU
+#   ./test.sh --quick   unit + e2e on the host only (a few minutes)
+# Build trees go to build*/ here; kernel trees and images to ~/.cache/orcd.
+set -uo pipefail
+cd "$(dirname "$0")"
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+if [ "$quick" = 1 ]; then
+	tests/install-deps.sh --build || exit 1
+else
+	tests/install-deps.sh || exit 1
+fi
+
+jobs=$(nproc)
+total=0
+failed=0
+summary=()
+
+# run_ctest NAME BUILD_DIR [cmake args...]: configure, build, ctest; tally.
+run_ctest() {
+	local name=$1 dir=$2
+	shift 2
+	echo "=== $name: configure and build in $dir" >&2
+	local log
+	log=$(mktemp)
+	if ! cmake -S . -B "$dir" "$@" >"$log" 2>&1; then
+		cat "$log" >&2
+		rm -f "$log"
+		summary+=("$name: configure FAILED")
+		failed=$((failed + 1)); total=$((total + 1))
+		return
+	fi
+	rm -f "$log"
+	if ! cmake --build "$dir" -j "$jobs"; then
+		summary+=("$name: build FAILED")
+		failed=$((failed + 1)); total=$((total + 1))
+		return
+	fi
+	local out
+	out=$(mktemp)
+	ctest --test-dir "$dir" --output-on-failure -j "$jobs" 2>&1 | tee "$out"
+	local line n f
+	line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$out" | tail -1)
+	n=$(sed -nE 's/.*failed out of ([0-9]+).*/\1/p' <<<"$line")
+	f=$(sed -nE 's/.* ([0-9]+) tests failed out of.*/\1/p' <<<"$line")
+	if [ -z "$n" ]; then
+		summary+=("$name: ctest produced no summary")
+		failed=$((failed + 1)); total=$((total + 1))
+	else
+		total=$((total + n)); failed=$((failed + f))
+		summary+=("$name: $((n - f)) of $n passed")
+	fi
+	rm -f "$out"
+}
+
+run_ctest "release" build -DORCD_QEMU_TESTS=$((1 - quick))
+if [ "$quick" = 0 ]; then
+	run_ctest "asan+ubsan" build-asan -DORCD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	CC=clang run_ctest "fuzz" build-fuzz -DORCD_FUZZ=ON -DORCD_E2E=OFF -DCMAKE_C_COMPILER=clang
+fi
+
+echo
+echo "=== summary"
+printf '%s\n' "${summary[@]}"
+echo "$((total - failed)) passed, $failed failed"
+[ "$failed" -eq 0 ]
