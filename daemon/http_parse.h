@@ -30,6 +30,9 @@ struct http_limits {
 
 struct http_request {
 	enum http_method method;
+	/* The request line without its terminator, set as soon as it is
+	 * complete (also when parsing fails later), for the log. */
+	struct http_str request_line;
 	struct http_str method_str;
 	struct http_str target; /* request-target as sent */
 	struct http_str path;   /* target up to '?' or '#', still encoded */
@@ -66,9 +69,13 @@ enum http_parse_result {
  *   414 request line longer than lim->max_request_line
  *   431 head larger than lim->max_header_bytes or more fields than
  *       lim->max_headers
- *   505 HTTP version other than 1.0 / 1.1 (e.g. HTTP/2.0, HTTP/0.9 style
- *       request lines without a version are 400)
- * An error response must always close the connection.
+ *   505 HTTP version other than 1.x (e.g. HTTP/2.0; HTTP/0.9 style
+ *       request lines without a version are 400). HTTP/1.2 and later
+ *       minors are handled as 1.1 (RFC 9110 section 2.5).
+ * An error response must always close the connection. On error the
+ * fields parsed before the failure stay set (request_line, method,
+ * version_minor: 1 until known) so the caller can log them.
+ * keep_alive is false when Content-Length > 0: the body is never read.
  * Leading empty lines (CRLF) before the request line are skipped (RFC 9112
  * section 2.2) and counted in head_len. Bare LF line endings are accepted.
  */
