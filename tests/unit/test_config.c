@@ -1,0 +1,1062 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Configuration: defaults, every directive, the file syntax, every error
+ * with its FILE:LINE, config_finalize() and reference counting.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "mime.h"
+
+static char tmpdir[64];
+static char conf[128]; /* tmpdir/t.conf, rewritten by each load() */
+static char err[512];
+static char want[1024];
+
+static void write_file(const char *path, const char *text, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "%s/orcd-config-XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	snprintf(conf, sizeof(conf), "%s/t.conf", tmpdir);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return nftw(tmpdir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh config with `text` loaded from a file; the result in *ret. */
+static struct orcd_config *load(const char *text, int *ret)
+{
+	struct orcd_config *c = config_new();
+
+	assert_non_null(c);
+	write_file(conf, text, strlen(text));
+	err[0] = '\0';
+	*ret = config_load_file(c, conf, err, sizeof(err));
+	return c;
+}
+
+static struct orcd_config *load_ok(const char *text)
+{
+	int ret;
+	struct orcd_config *c = load(text, &ret);
+
+	if (ret)
+		print_error("unexpected error: %s\n", err);
+	assert_int_equal(ret, 0);
+	return c;
+}
+
+/* Loading `text` fails with exactly "CONF:line: msg". */
+static void load_fails(const char *text, unsigned line, const char *msg)
+{
+	int ret;
+	struct orcd_config *c = load(text, &ret);
+
+	assert_int_equal(ret, -EINVAL);
+	snprintf(want, sizeof(want), "%s:%u: %s", conf, line, msg);
+	assert_string_equal(err, want);
+	config_free(c);
+}
+
+/* config_set() of one value fails with exactly msg. */
+static void set_fails(const char *d, const char *v, const char *msg)
+{
+	struct orcd_config *c = config_new();
+
+	assert_non_null(c);
+	err[0] = '\0';
+	assert_int_equal(config_set(c, d, v, false, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, msg);
+	config_free(c);
+}
+
+static unsigned set_uint_value(const char *d, const char *v, size_t off)
+{
+	struct orcd_config *c = config_new();
+	unsigned r;
+
+	assert_non_null(c);
+	if (config_set(c, d, v, false, err, sizeof(err)))
+		print_error("%s %s: %s\n", d, v, err);
+	assert_int_equal(config_set(c, d, v, false, err, sizeof(err)), 0);
+	r = *(unsigned *)(void *)((char *)c + off);
+	config_free(c);
+	return r;
+}
+
+static unsigned port_of(const struct orcd_listen *l)
+{
+	if (l->addr.ss_family == AF_INET6)
+		return ntohs(
+			((const struct sockaddr_in6 *)&l->addr)->sin6_port);
+	return ntohs(((const struct sockaddr_in *)&l->addr)->sin_port);
+}
+
+static uint32_t v4_of(const struct orcd_listen *l)
+{
+	assert_int_equal(l->addr.ss_family, AF_INET);
+	assert_int_equal(l->addrlen, sizeof(struct sockaddr_in));
+	return ntohl(((const struct sockaddr_in *)&l->addr)->sin_addr.s_addr);
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* ---- defaults and directives ---- */
+
+static void test_defaults(void **state)
+{
+	struct orcd_config *c = config_new();
+
+	(void)state;
+	assert_non_null(c);
+	assert_null(c->source);
+	assert_int_equal(c->n_listen, 1);
+	assert_string_equal(c->listen[0].text, "127.0.0.1:8080");
+	assert_int_equal(v4_of(&c->listen[0]), INADDR_LOOPBACK);
+	assert_int_equal(port_of(&c->listen[0]), 8080);
+	assert_string_equal(c->root, "/var/www/html");
+	assert_string_equal(c->index, "index.html");
+	assert_int_equal(c->engine, ORCD_ENGINE_AUTO);
+	assert_int_equal(c->threads, 1);
+	assert_int_equal(c->slots, 4096);
+	assert_int_equal(c->accepts, 16);
+	assert_int_equal(c->max_connections, 16384);
+	assert_int_equal(c->idle_timeout_ms, 60000);
+	assert_int_equal(c->header_timeout_ms, 10000);
+	assert_int_equal(c->send_timeout_ms, 60000);
+	assert_int_equal(c->max_request_line, 8192);
+	assert_int_equal(c->max_header_bytes, 16384);
+	assert_int_equal(c->max_headers, 100);
+	assert_int_equal(c->buffer_size, 65536);
+	assert_null(c->access_log);
+	assert_null(c->user);
+	assert_null(c->group);
+	assert_string_equal(c->mime_types, "/etc/mime.types");
+	assert_string_equal(c->default_type, "application/octet-stream");
+	assert_false(c->metrics);
+	assert_string_equal(c->metrics_listen.text, "127.0.0.1:9180");
+	assert_int_equal(v4_of(&c->metrics_listen), INADDR_LOOPBACK);
+	assert_int_equal(port_of(&c->metrics_listen), 9180);
+	assert_string_equal(c->metrics_path, "/metrics");
+	assert_null(c->mime);
+	assert_int_equal(c->root_fd, -1);
+	assert_int_equal(c->refs, 1);
+	config_free(c);
+}
+
+static void test_every_directive(void **state)
+{
+	struct orcd_config *c = load_ok("listen 10.0.0.1:81;\n"
+					"listen [::1]:82;\n"
+					"root /srv/www;\n"
+					"index start.htm;\n"
+					"engine epoll;\n"
+					"threads 8;\n"
+					"slots 1024;\n"
+					"accepts 64;\n"
+					"max_connections 2000;\n"
+					"idle_timeout 75s;\n"
+					"header_timeout 500ms;\n"
+					"send_timeout 2m;\n"
+					"max_request_line 4k;\n"
+					"max_header_bytes 32k;\n"
+					"max_headers 50;\n"
+					"buffer_size 1m;\n"
+					"access_log /var/log/orcd/access.log;\n"
+					"user www-data;\n"
+					"group www-data;\n"
+					"mime_types /usr/share/mime.types;\n"
+					"default_type text/plain;\n"
+					"metrics on;\n"
+					"metrics_listen 127.0.0.2:9100;\n"
+					"metrics_path /status;\n");
+
+	(void)state;
+	assert_string_equal(c->source, conf);
+	assert_int_equal(c->n_listen, 2);
+	assert_string_equal(c->listen[0].text, "10.0.0.1:81");
+	assert_string_equal(c->listen[1].text, "[::1]:82");
+	assert_string_equal(c->root, "/srv/www");
+	assert_string_equal(c->index, "start.htm");
+	assert_int_equal(c->engine, ORCD_ENGINE_EPOLL);
+	assert_int_equal(c->threads, 8);
+	assert_int_equal(c->slots, 1024);
+	assert_int_equal(c->accepts, 64);
+	assert_int_equal(c->max_connections, 2000);
+	assert_int_equal(c->idle_timeout_ms, 75000);
+	assert_int_equal(c->header_timeout_ms, 500);
+	assert_int_equal(c->send_timeout_ms, 120000);
+	assert_int_equal(c->max_request_line, 4096);
+	assert_int_equal(c->max_header_bytes, 32768);
+	assert_int_equal(c->max_headers, 50);
+	assert_int_equal(c->buffer_size, 1048576);
+	assert_string_equal(c->access_log, "/var/log/orcd/access.log");
+	assert_string_equal(c->user, "www-data");
+	assert_string_equal(c->group, "www-data");
+	assert_string_equal(c->mime_types, "/usr/share/mime.types");
+	assert_string_equal(c->default_type, "text/plain");
+	assert_true(c->metrics);
+	assert_string_equal(c->metrics_listen.text, "127.0.0.2:9100");
+	assert_int_equal(v4_of(&c->metrics_listen), 0x7f000002);
+	assert_int_equal(port_of(&c->metrics_listen), 9100);
+	assert_string_equal(c->metrics_path, "/status");
+	config_free(c);
+}
+
+static void test_engine_names(void **state)
+{
+	static const struct {
+		const char *name;
+		enum orcd_engine_kind kind;
+	} e[] = {
+		{"auto", ORCD_ENGINE_AUTO},
+		{"specific", ORCD_ENGINE_SPECIFIC},
+		{"direct", ORCD_ENGINE_DIRECT},
+		{"epoll", ORCD_ENGINE_EPOLL},
+	};
+	struct orcd_config *c = config_new();
+
+	(void)state;
+	assert_non_null(c);
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++) {
+		/* Start from another engine so each set is observable. */
+		c->engine = e[(i + 1) % 4].kind;
+		assert_int_equal(config_set(c, "engine", e[i].name, false, err,
+					    sizeof(err)),
+				 0);
+		assert_int_equal(c->engine, e[i].kind);
+		assert_string_equal(config_engine_name(e[i].kind), e[i].name);
+	}
+	assert_string_equal(config_engine_name((enum orcd_engine_kind)42), "?");
+	config_free(c);
+	set_fails("engine", "io_uring",
+		  "engine \"io_uring\": expected auto, specific, direct or "
+		  "epoll");
+	set_fails("engine", "EPOLL",
+		  "engine \"EPOLL\": expected auto, specific, direct or "
+		  "epoll");
+}
+
+static void test_metrics_switch(void **state)
+{
+	struct orcd_config *c = config_new();
+
+	(void)state;
+	assert_int_equal(
+		config_set(c, "metrics", "on", false, err, sizeof(err)), 0);
+	assert_true(c->metrics);
+	assert_int_equal(
+		config_set(c, "metrics", "off", false, err, sizeof(err)), 0);
+	assert_false(c->metrics);
+	config_free(c);
+	set_fails("metrics", "yes", "metrics \"yes\": expected on or off");
+	set_fails("metrics", "1", "metrics \"1\": expected on or off");
+}
+
+static void test_access_log_forms(void **state)
+{
+	struct orcd_config *c = config_new();
+
+	(void)state;
+	assert_int_equal(
+		config_set(c, "access_log", "-", false, err, sizeof(err)), 0);
+	assert_string_equal(c->access_log, "-");
+	assert_int_equal(config_set(c, "access_log", "stdout", false, err,
+				    sizeof(err)),
+			 0);
+	assert_string_equal(c->access_log, "stdout");
+	assert_int_equal(config_set(c, "access_log", "/tmp/a.log", false, err,
+				    sizeof(err)),
+			 0);
+	assert_string_equal(c->access_log, "/tmp/a.log");
+	assert_int_equal(
+		config_set(c, "access_log", "off", false, err, sizeof(err)), 0);
+	assert_null(c->access_log);
+	config_free(c);
+	set_fails("access_log", "", "access_log \"\": empty value");
+}
+
+static void test_string_values(void **state)
+{
+	(void)state;
+	set_fails("root", "", "root \"\": empty value");
+	set_fails("user", "", "user \"\": empty value");
+	set_fails("group", "", "group \"\": empty value");
+	set_fails("mime_types", "", "mime_types \"\": empty value");
+	set_fails("index", "", "index \"\": empty value");
+	set_fails("index", "a/index.html",
+		  "index \"a/index.html\": expected a file name without '/'");
+	set_fails("index", "..",
+		  "index \"..\": expected a file name without '/'");
+	set_fails("index", ".index.html",
+		  "index \".index.html\": dotfiles are never served");
+	set_fails("default_type", "text",
+		  "default_type \"text\": expected a media type such as "
+		  "text/plain");
+	set_fails("default_type", "/plain",
+		  "default_type \"/plain\": expected a media type such as "
+		  "text/plain");
+	set_fails("default_type", "text/",
+		  "default_type \"text/\": expected a media type such as "
+		  "text/plain");
+	set_fails("default_type", "text/plain\r\nX-Evil: 1",
+		  "default_type \"text/plain\\x0d\\x0aX-Evil: 1\": control "
+		  "character in value");
+	set_fails("metrics_path", "metrics",
+		  "metrics_path \"metrics\": expected an absolute path such as "
+		  "/metrics (no spaces, '?', '#' or '%')");
+	set_fails("metrics_path", "/m?x",
+		  "metrics_path \"/m?x\": expected an absolute path such as "
+		  "/metrics (no spaces, '?', '#' or '%')");
+	set_fails("root", "/a\tb",
+		  "root \"/a\\x09b\": control character in value");
+	set_fails("nonsense", "1", "unknown directive \"nonsense\"");
+
+	/* A media type with parameters is fine. */
+	struct orcd_config *c = config_new();
+
+	assert_int_equal(config_set(c, "default_type",
+				    "text/plain; charset=utf-8", false, err,
+				    sizeof(err)),
+			 0);
+	assert_string_equal(c->default_type, "text/plain; charset=utf-8");
+	config_free(c);
+}
+
+/* ---- numbers, units, ranges ---- */
+
+#define OFF(f) offsetof(struct orcd_config, f)
+
+static void test_uint_ranges(void **state)
+{
+	(void)state;
+	assert_int_equal(set_uint_value("threads", "0", OFF(threads)), 0);
+	assert_int_equal(set_uint_value("threads", "256", OFF(threads)), 256);
+	set_fails("threads", "257", "threads \"257\": out of range (0..256)");
+	assert_int_equal(set_uint_value("slots", "16", OFF(slots)), 16);
+	assert_int_equal(set_uint_value("slots", "1048576", OFF(slots)),
+			 1048576);
+	set_fails("slots", "15", "slots \"15\": out of range (16..1048576)");
+	set_fails("slots", "1048577",
+		  "slots \"1048577\": out of range (16..1048576)");
+	assert_int_equal(set_uint_value("accepts", "1", OFF(accepts)), 1);
+	assert_int_equal(set_uint_value("accepts", "1024", OFF(accepts)), 1024);
+	set_fails("accepts", "0", "accepts \"0\": out of range (1..1024)");
+	set_fails("accepts", "1025",
+		  "accepts \"1025\": out of range (1..1024)");
+	assert_int_equal(set_uint_value("max_connections", "1",
+					OFF(max_connections)),
+			 1);
+	set_fails("max_connections", "0",
+		  "max_connections \"0\": out of range (1..1048576)");
+	assert_int_equal(set_uint_value("max_headers", "65536",
+					OFF(max_headers)),
+			 65536);
+	set_fails("max_headers", "0",
+		  "max_headers \"0\": out of range (1..65536)");
+	set_fails("max_headers", "65537",
+		  "max_headers \"65537\": out of range (1..65536)");
+}
+
+static void test_bad_numbers(void **state)
+{
+	(void)state;
+	set_fails("threads", "", "threads \"\": expected a whole number");
+	set_fails("threads", "abc", "threads \"abc\": expected a whole number");
+	set_fails("threads", "-1", "threads \"-1\": expected a whole number");
+	set_fails("threads", "+1", "threads \"+1\": expected a whole number");
+	set_fails("threads", "1.5", "threads \"1.5\": expected a whole number");
+	set_fails("threads", "4k", "threads \"4k\": expected a whole number");
+	set_fails("threads", "0x10",
+		  "threads \"0x10\": expected a whole number");
+	set_fails("threads", " 1", "threads \" 1\": expected a whole number");
+	set_fails("threads", "99999999999999999999999",
+		  "threads \"99999999999999999999999\": out of range (0..256)");
+	/* 2^32 + 1 must not wrap to 1. */
+	set_fails("accepts", "4294967297",
+		  "accepts \"4294967297\": out of range (1..1024)");
+}
+
+static void test_durations(void **state)
+{
+	(void)state;
+	assert_int_equal(set_uint_value("idle_timeout", "60s",
+					OFF(idle_timeout_ms)),
+			 60000);
+	assert_int_equal(set_uint_value("idle_timeout", "500ms",
+					OFF(idle_timeout_ms)),
+			 500);
+	assert_int_equal(set_uint_value("idle_timeout", "5",
+					OFF(idle_timeout_ms)),
+			 5000);
+	assert_int_equal(set_uint_value("header_timeout", "3m",
+					OFF(header_timeout_ms)),
+			 180000);
+	assert_int_equal(set_uint_value("send_timeout", "1h",
+					OFF(send_timeout_ms)),
+			 3600000);
+	assert_int_equal(
+		set_uint_value("send_timeout", "1ms", OFF(send_timeout_ms)), 1);
+	assert_int_equal(set_uint_value("send_timeout", "24h",
+					OFF(send_timeout_ms)),
+			 86400000);
+	set_fails("idle_timeout", "0",
+		  "idle_timeout \"0\": out of range (1ms..24h)");
+	set_fails("idle_timeout", "0ms",
+		  "idle_timeout \"0ms\": out of range (1ms..24h)");
+	set_fails("header_timeout", "25h",
+		  "header_timeout \"25h\": out of range (1ms..24h)");
+	set_fails("send_timeout", "86400001ms",
+		  "send_timeout \"86400001ms\": out of range (1ms..24h)");
+	set_fails("send_timeout", "99999999999999999999s",
+		  "send_timeout \"99999999999999999999s\": out of range "
+		  "(1ms..24h)");
+	set_fails("idle_timeout", "5x",
+		  "idle_timeout \"5x\": unknown unit (use ms, s, m or h)");
+	set_fails("idle_timeout", "5 s",
+		  "idle_timeout \"5 s\": unknown unit (use ms, s, m or h)");
+	set_fails("idle_timeout", "5S",
+		  "idle_timeout \"5S\": unknown unit (use ms, s, m or h)");
+	set_fails("idle_timeout", "s",
+		  "idle_timeout \"s\": expected a duration such as 500ms, 30s, "
+		  "5m");
+	set_fails("idle_timeout", "1.5s",
+		  "idle_timeout \"1.5s\": unknown unit (use ms, s, m or h)");
+}
+
+static void test_sizes(void **state)
+{
+	(void)state;
+	assert_int_equal(set_uint_value("buffer_size", "4k", OFF(buffer_size)),
+			 4096);
+	assert_int_equal(set_uint_value("buffer_size", "4K", OFF(buffer_size)),
+			 4096);
+	assert_int_equal(set_uint_value("buffer_size", "16m", OFF(buffer_size)),
+			 16 << 20);
+	assert_int_equal(set_uint_value("buffer_size", "2M", OFF(buffer_size)),
+			 2 << 20);
+	assert_int_equal(
+		set_uint_value("buffer_size", "5000", OFF(buffer_size)), 5000);
+	assert_int_equal(set_uint_value("max_request_line", "64",
+					OFF(max_request_line)),
+			 64);
+	assert_int_equal(set_uint_value("max_header_bytes", "256",
+					OFF(max_header_bytes)),
+			 256);
+	set_fails("buffer_size", "4095",
+		  "buffer_size \"4095\": out of range (4k..16m)");
+	set_fails("buffer_size", "3k",
+		  "buffer_size \"3k\": out of range (4k..16m)");
+	set_fails("buffer_size", "17m",
+		  "buffer_size \"17m\": out of range (4k..16m)");
+	set_fails("buffer_size", "4kb",
+		  "buffer_size \"4kb\": unknown unit (use k or m)");
+	set_fails("buffer_size", "1g",
+		  "buffer_size \"1g\": unknown unit (use k or m)");
+	set_fails("buffer_size", "k",
+		  "buffer_size \"k\": expected a size such as 8192, 16k, 1m");
+	set_fails("max_request_line", "63",
+		  "max_request_line \"63\": out of range (64..16m)");
+	set_fails("max_header_bytes", "255",
+		  "max_header_bytes \"255\": out of range (256..16m)");
+	/* 2^32 k would wrap an unsigned: out of range, not small. */
+	set_fails("buffer_size", "4194304k",
+		  "buffer_size \"4194304k\": out of range (4k..16m)");
+}
+
+/* ---- listen ---- */
+
+static void test_listen_forms(void **state)
+{
+	struct orcd_listen l;
+	const struct sockaddr_in6 *a6 = (const void *)&l.addr;
+	struct in6_addr any6 = IN6ADDR_ANY_INIT;
+
+	(void)state;
+	assert_int_equal(config_parse_listen("8080", &l), 0);
+	assert_int_equal(v4_of(&l), INADDR_ANY);
+	assert_int_equal(port_of(&l), 8080);
+	assert_string_equal(l.text, "8080");
+
+	assert_int_equal(config_parse_listen("*:80", &l), 0);
+	assert_int_equal(v4_of(&l), INADDR_ANY);
+	assert_int_equal(port_of(&l), 80);
+	assert_string_equal(l.text, "*:80");
+
+	assert_int_equal(config_parse_listen("192.168.1.20:65535", &l), 0);
+	assert_int_equal(v4_of(&l), 0xc0a80114);
+	assert_int_equal(port_of(&l), 65535);
+
+	assert_int_equal(config_parse_listen("[::1]:8080", &l), 0);
+	assert_int_equal(l.addr.ss_family, AF_INET6);
+	assert_int_equal(l.addrlen, sizeof(struct sockaddr_in6));
+	assert_true(IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr));
+	assert_int_equal(port_of(&l), 8080);
+	assert_string_equal(l.text, "[::1]:8080");
+
+	assert_int_equal(config_parse_listen("[::]:1", &l), 0);
+	assert_memory_equal(&a6->sin6_addr, &any6, sizeof(any6));
+	assert_int_equal(port_of(&l), 1);
+
+	assert_int_equal(config_parse_listen("[2001:db8::5]:443", &l), 0);
+	assert_int_equal(a6->sin6_addr.s6_addr[0], 0x20);
+	assert_int_equal(a6->sin6_addr.s6_addr[15], 5);
+	assert_int_equal(port_of(&l), 443);
+}
+
+static void test_listen_errors(void **state)
+{
+	static const char *const bad[] = {
+		"",
+		":80",
+		"1.2.3.4",
+		"1.2.3.4:",
+		"1.2.3.4:0",
+		"1.2.3.4:65536",
+		"1.2.3.4:8x",
+		"1.2.3.4:-1",
+		"0",
+		"256.1.1.1:80",
+		"1.2.3:80",
+		"localhost:80",
+		"::1:80",
+		"[::1]",
+		"[::1]80",
+		"[::1:80",
+		"[zz]:80",
+		"[1.2.3.4]:80",
+		"*:",
+		"**:80",
+		"[]:80",
+		"[::1]:99999",
+		"1111111111111111111111111111111111111111111111111111111111111:1",
+	};
+	struct orcd_listen l;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (config_parse_listen(bad[i], &l) != -EINVAL)
+			print_error("accepted listen \"%s\"\n", bad[i]);
+		assert_int_equal(config_parse_listen(bad[i], &l), -EINVAL);
+	}
+	set_fails("listen", "::1:80",
+		  "listen \"::1:80\": IPv6 addresses need brackets: "
+		  "[ADDR]:PORT");
+	set_fails("listen", "1.2.3.4:0",
+		  "listen \"1.2.3.4:0\": port out of range (1..65535)");
+	set_fails("listen", "1.2.3.4:http",
+		  "listen \"1.2.3.4:http\": bad port (expected 1..65535)");
+	set_fails("listen", "localhost:80",
+		  "listen \"localhost:80\": bad IPv4 address (names are not "
+		  "resolved)");
+	set_fails("listen", "[::g]:80",
+		  "listen \"[::g]:80\": bad IPv6 address");
+	set_fails("listen", "[::1]", "listen \"[::1]\": expected [IPV6]:PORT");
+	set_fails("metrics_listen", "x",
+		  "metrics_listen \"x\": bad port (expected 1..65535)");
+}
+
+static void test_listen_list(void **state)
+{
+	struct orcd_config *c;
+	char line[64], text[2048] = "";
+	int ret;
+
+	(void)state;
+	/* The file's first listen replaces the default, later ones add. */
+	c = load_ok("listen 81; listen 82;\nlisten [::]:83;");
+	assert_int_equal(c->n_listen, 3);
+	assert_int_equal(port_of(&c->listen[0]), 81);
+	assert_int_equal(port_of(&c->listen[1]), 82);
+	assert_int_equal(port_of(&c->listen[2]), 83);
+	/* A second file replaces the first one's list. */
+	write_file(conf, "listen 84;", 10);
+	assert_int_equal(config_load_file(c, conf, err, sizeof(err)), 0);
+	assert_int_equal(c->n_listen, 1);
+	assert_int_equal(port_of(&c->listen[0]), 84);
+	/* config_set: replace or append. */
+	assert_int_equal(config_set(c, "listen", "85", false, err, sizeof(err)),
+			 0);
+	assert_int_equal(c->n_listen, 2);
+	assert_int_equal(port_of(&c->listen[1]), 85);
+	assert_int_equal(config_set(c, "listen", "86", true, err, sizeof(err)),
+			 0);
+	assert_int_equal(c->n_listen, 1);
+	assert_int_equal(port_of(&c->listen[0]), 86);
+	/* The same address twice, however written. */
+	assert_int_equal(config_set(c, "listen", "*:86", false, err,
+				    sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "listen \"*:86\": same address as listen "
+				 "\"86\"");
+	assert_int_equal(c->n_listen, 1);
+	/* Same port on another address is fine. */
+	assert_int_equal(config_set(c, "listen", "127.0.0.1:86", false, err,
+				    sizeof(err)),
+			 0);
+	assert_int_equal(
+		config_set(c, "listen", "[::]:86", false, err, sizeof(err)), 0);
+	assert_int_equal(c->n_listen, 3);
+	config_free(c);
+
+	/* At most ORCD_MAX_LISTEN. */
+	for (int i = 0; i < ORCD_MAX_LISTEN; i++) {
+		snprintf(line, sizeof(line), "listen %d;\n", 1000 + i);
+		strcat(text, line);
+	}
+	c = load_ok(text);
+	assert_int_equal(c->n_listen, ORCD_MAX_LISTEN);
+	config_free(c);
+	strcat(text, "listen 2000;\n");
+	c = load(text, &ret);
+	assert_int_equal(ret, -EINVAL);
+	snprintf(want, sizeof(want),
+		 "%s:%d: listen \"2000\": too many listen addresses (at most "
+		 "%d)",
+		 conf, ORCD_MAX_LISTEN + 1, ORCD_MAX_LISTEN);
+	assert_string_equal(err, want);
+	config_free(c);
+	load_fails("listen 80;\nlisten 0.0.0.0:80;", 2,
+		   "listen \"0.0.0.0:80\": same address as listen \"80\"");
+}
+
+/* ---- the file syntax ---- */
+
+static void test_syntax(void **state)
+{
+	struct orcd_config *c;
+
+	(void)state;
+	c = load_ok("# a comment\n"
+		    "\n"
+		    "   root   /srv/a ;   # trailing comment\n"
+		    "index\n"
+		    "\tx.html\n"
+		    "\t;\n"
+		    "threads 2;slots 32;accepts 3;#no space\n"
+		    "user \"a b\";\n"
+		    "group \"q\\\"uote\\\\\";\n"
+		    "\"engine\" \"direct\";\n"
+		    "mime_types \"/a;b#c\";\n"
+		    "access_log /log#not-a-comment;\n"
+		    "metrics_path \"/m\";# after a quote\n"
+		    "max_headers 7;");
+	assert_string_equal(c->root, "/srv/a");
+	assert_string_equal(c->index, "x.html");
+	assert_int_equal(c->threads, 2);
+	assert_int_equal(c->slots, 32);
+	assert_int_equal(c->accepts, 3);
+	assert_string_equal(c->user, "a b");
+	assert_string_equal(c->group, "q\"uote\\");
+	assert_int_equal(c->engine, ORCD_ENGINE_DIRECT);
+	assert_string_equal(c->mime_types, "/a;b#c");
+	assert_string_equal(c->access_log, "/log#not-a-comment");
+	assert_string_equal(c->metrics_path, "/m");
+	assert_int_equal(c->max_headers, 7);
+	config_free(c);
+
+	/* CRLF line endings, no newline at the end. */
+	c = load_ok("threads 3;\r\nroot\r\n  /srv/b;\r\nindex i.html;");
+	assert_int_equal(c->threads, 3);
+	assert_string_equal(c->root, "/srv/b");
+	assert_string_equal(c->index, "i.html");
+	config_free(c);
+
+	/* Empty file, comments only: the defaults, source recorded. */
+	c = load_ok("");
+	assert_int_equal(c->threads, 1);
+	assert_string_equal(c->source, conf);
+	config_free(c);
+	c = load_ok("# nothing\n   # here\n");
+	assert_int_equal(c->n_listen, 1);
+	assert_string_equal(c->listen[0].text, "127.0.0.1:8080");
+	config_free(c);
+
+	/* A later statement overrides an earlier one. */
+	c = load_ok("threads 4; threads 5;");
+	assert_int_equal(c->threads, 5);
+	config_free(c);
+}
+
+static void test_syntax_errors(void **state)
+{
+	(void)state;
+	load_fails("threads 1;\nfoo bar;\n", 2, "unknown directive \"foo\"");
+	load_fails("Root /x;", 1, "unknown directive \"Root\"");
+	load_fails("root /x\nindex a.html;\n", 1,
+		   "\"root\" takes one value, got 3 (missing ';' at the end "
+		   "of line 1?)");
+	load_fails("root\n/x\nindex a.html;\n", 1,
+		   "\"root\" takes one value, got 3 (missing ';' at the end "
+		   "of line 2?)");
+	load_fails("threads 1;\n\nroot /x", 3,
+		   "\"root\": missing ';' at the end of the file");
+	load_fails("root\n/x\n# end\n", 2,
+		   "\"root\": missing ';' at the end of the file");
+	load_fails("root;", 1, "\"root\" takes one value, got 0");
+	load_fails("threads 1 2;", 1, "\"threads\" takes one value, got 2");
+	load_fails("\n;", 2, "unexpected ';'");
+	load_fails("threads 1;;", 1, "unexpected ';'");
+	load_fails("\nroot \"/x;\nindex a;\n", 2, "unterminated quoted string");
+	load_fails("root \"/x", 1, "unterminated quoted string");
+	load_fails("root \"/x\\n\";", 1,
+		   "unknown escape in quoted string (only \\\" and \\\\)");
+	load_fails("root \"/x\\", 1,
+		   "unknown escape in quoted string (only \\\" and \\\\)");
+	load_fails("root a\"b\";", 1,
+		   "unexpected '\"' inside a value (quote the whole value)");
+	load_fails("root \"a\"b;", 1,
+		   "expected a blank or ';' after a quoted string");
+	load_fails("root \"\";", 1, "root \"\": empty value");
+	load_fails("root \"a\tb\";", 1,
+		   "root \"a\\x09b\": control character in value");
+	load_fails("root a\x01;", 1,
+		   "root \"a\\x01\": control character in value");
+}
+
+static void test_value_errors_name_file_and_line(void **state)
+{
+	(void)state;
+	load_fails("\n\nthreads abc;", 3,
+		   "threads \"abc\": expected a whole number");
+	load_fails("threads 300;", 1, "threads \"300\": out of range (0..256)");
+	/* The line is the value's, where the statement spans lines. */
+	load_fails("threads\n\n  999;", 3,
+		   "threads \"999\": out of range (0..256)");
+	load_fails("idle_timeout 5x;", 1,
+		   "idle_timeout \"5x\": unknown unit (use ms, s, m or h)");
+	load_fails("buffer_size 1k;", 1,
+		   "buffer_size \"1k\": out of range (4k..16m)");
+	load_fails("listen 1.2.3.4;", 1,
+		   "listen \"1.2.3.4\": bad port (expected 1..65535)");
+	load_fails("engine fast;", 1,
+		   "engine \"fast\": expected auto, specific, direct or epoll");
+	load_fails("metrics maybe;", 1,
+		   "metrics \"maybe\": expected on or off");
+	/* Long values are cut in the message, which stays one line. */
+	load_fails(
+		"threads "
+		"123456789012345678901234567890123456789012345678901234567890"
+		"1234567890;",
+		1,
+		"threads "
+		"\"1234567890123456789012345678901234567890123456789012345678901234"
+		"...\": out of range (0..256)");
+}
+
+static void test_file_errors(void **state)
+{
+	struct orcd_config *c = config_new();
+	char path[160];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
+	assert_int_equal(config_load_file(c, path, err, sizeof(err)), -ENOENT);
+	snprintf(want, sizeof(want), "%s: No such file or directory", path);
+	assert_string_equal(err, want);
+	assert_int_equal(config_load_file(c, tmpdir, err, sizeof(err)),
+			 -EISDIR);
+	snprintf(want, sizeof(want), "%s: Is a directory", tmpdir);
+	assert_string_equal(err, want);
+	config_free(c);
+
+	/* A NUL byte, with its line. */
+	write_file(conf, "threads 1;\nroot /x\0y;\n", 22);
+	c = config_new();
+	assert_int_equal(config_load_file(c, conf, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s:2: NUL byte in file", conf);
+	assert_string_equal(err, want);
+	config_free(c);
+}
+
+static void test_file_too_large(void **state)
+{
+	size_t n = (1u << 20) + 1;
+	char *big = malloc(n);
+	struct orcd_config *c = config_new();
+
+	(void)state;
+	assert_non_null(big);
+	memset(big, '#', n);
+	write_file(conf, big, n);
+	assert_int_equal(config_load_file(c, conf, err, sizeof(err)), -EFBIG);
+	snprintf(want, sizeof(want), "%s: larger than 1048576 bytes", conf);
+	assert_string_equal(err, want);
+	/* Exactly the limit is fine (all one comment). */
+	write_file(conf, big, n - 1);
+	assert_int_equal(config_load_file(c, conf, err, sizeof(err)), 0);
+	free(big);
+	config_free(c);
+}
+
+static void test_config_set_messages(void **state)
+{
+	struct orcd_config *c = config_new();
+
+	(void)state;
+	/* No location: the caller adds its own (flag or FILE:LINE). */
+	assert_int_equal(config_set(c, "threads", "x", false, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "threads \"x\": expected a whole number");
+	/* A short buffer is cut, never overrun; NULL is allowed. */
+	memset(err, 'Z', sizeof(err));
+	assert_int_equal(config_set(c, "threads", "x", false, err, 8), -EINVAL);
+	assert_string_equal(err, "threads");
+	assert_int_equal(err[8], 'Z');
+	assert_int_equal(config_set(c, "threads", "x", false, NULL, 0),
+			 -EINVAL);
+	/* A failed set leaves the old value. */
+	assert_int_equal(c->threads, 1);
+	config_free(c);
+}
+
+/* ---- finalize ---- */
+
+static struct orcd_config *finalizable(void)
+{
+	struct orcd_config *c = config_new();
+	char p[160];
+
+	assert_non_null(c);
+	snprintf(p, sizeof(p), "%s/www", tmpdir);
+	mkdir(p, 0755);
+	assert_int_equal(config_set(c, "root", p, false, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/mime.types", tmpdir);
+	write_file(p, "text/x-test\ttst\n", 16);
+	assert_int_equal(
+		config_set(c, "mime_types", p, false, err, sizeof(err)), 0);
+	return c;
+}
+
+static void test_finalize_ok(void **state)
+{
+	int fds = count_fds();
+	struct orcd_config *c = finalizable();
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	assert_true(c->root_fd >= 0);
+	assert_int_equal(fstat(c->root_fd, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(fcntl(c->root_fd, F_GETFD), FD_CLOEXEC);
+	assert_int_equal(fcntl(c->root_fd, F_GETFL) & O_PATH, O_PATH);
+	assert_non_null(c->mime);
+	assert_string_equal(mime_lookup(c->mime, "a.tst", "x/y"),
+			    "text/x-test");
+	assert_int_equal(count_fds(), fds + 1);
+	/* Twice: the old fd and table are released, not leaked. */
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	assert_int_equal(count_fds(), fds + 1);
+	config_free(c);
+	assert_int_equal(count_fds(), fds);
+}
+
+static void test_finalize_errors(void **state)
+{
+	int fds = count_fds();
+	struct orcd_config *c;
+	char p[160];
+
+	(void)state;
+	c = finalizable();
+	snprintf(p, sizeof(p), "%s/nowhere", tmpdir);
+	assert_int_equal(config_set(c, "root", p, false, err, sizeof(err)), 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -ENOENT);
+	snprintf(want, sizeof(want), "root \"%s\": No such file or directory",
+		 p);
+	assert_string_equal(err, want);
+	assert_int_equal(c->root_fd, -1);
+	config_free(c);
+
+	c = finalizable();
+	snprintf(p, sizeof(p), "%s/mime.types", tmpdir);
+	assert_int_equal(config_set(c, "root", p, false, err, sizeof(err)), 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -ENOTDIR);
+	snprintf(want, sizeof(want), "root \"%s\": not a directory", p);
+	assert_string_equal(err, want);
+	config_free(c);
+
+	c = finalizable();
+	snprintf(p, sizeof(p), "%s/no.types", tmpdir);
+	assert_int_equal(
+		config_set(c, "mime_types", p, false, err, sizeof(err)), 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -ENOENT);
+	snprintf(want, sizeof(want),
+		 "mime_types \"%s\": No such file or directory", p);
+	assert_string_equal(err, want);
+	assert_int_equal(c->root_fd, -1);
+	assert_null(c->mime);
+	config_free(c);
+	/* The root opened before the mime table failed was closed. */
+	assert_int_equal(count_fds(), fds);
+
+	c = finalizable();
+	c->max_request_line = 20000;
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "max_request_line (20000) is larger than "
+				 "max_header_bytes (16384)");
+	c->max_request_line = 16384;
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	c->max_header_bytes = 65537;
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "max_header_bytes (65537) is larger than "
+				 "buffer_size (65536): a request head must fit "
+				 "in the buffer");
+	config_free(c);
+
+	/* metrics_listen may not be a listen address, when metrics is on. */
+	c = finalizable();
+	assert_int_equal(config_set(c, "metrics_listen", "127.0.0.1:8080",
+				    false, err, sizeof(err)),
+			 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	assert_int_equal(
+		config_set(c, "metrics", "on", false, err, sizeof(err)), 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "metrics_listen \"127.0.0.1:8080\" is also "
+				 "listen \"127.0.0.1:8080\"");
+	config_free(c);
+	assert_int_equal(count_fds(), fds);
+}
+
+/* ---- references ---- */
+
+static void test_refcount(void **state)
+{
+	struct orcd_config *c = finalizable();
+	int fd;
+
+	(void)state;
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	fd = c->root_fd;
+	assert_int_equal(c->refs, 1);
+	assert_ptr_equal(config_get(c), c);
+	assert_ptr_equal(config_get(c), c);
+	assert_int_equal(c->refs, 3);
+	config_put(c);
+	config_put(c);
+	assert_int_equal(c->refs, 1);
+	/* Still alive: its root fd is open. */
+	assert_int_not_equal(fcntl(fd, F_GETFD), -1);
+	config_put(c);
+	/* The last put freed it and closed the root. */
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	assert_int_equal(errno, EBADF);
+	config_put(NULL);
+	config_free(NULL);
+
+	/* config_free ignores references. */
+	c = finalizable();
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	fd = c->root_fd;
+	config_get(c);
+	config_free(c);
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+}
+
+/* The shipped configuration parses, and says what the package wants. */
+static void test_shipped_config(void **state)
+{
+	const char *src = getenv("ORCD_SOURCE_DIR");
+	struct orcd_config *c = config_new();
+	char path[512];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/conf/orcd.conf", src ? src : ".");
+	if (access(path, R_OK)) {
+		config_free(c);
+		skip();
+	}
+	if (config_load_file(c, path, err, sizeof(err)))
+		print_error("%s\n", err);
+	assert_int_equal(config_load_file(c, path, err, sizeof(err)), 0);
+	assert_string_equal(c->root, "/var/www/orcd");
+	assert_int_equal(c->n_listen, 1);
+	assert_string_equal(c->listen[0].text, "127.0.0.1:8080");
+	assert_false(c->metrics);
+	config_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_every_directive),
+		cmocka_unit_test(test_engine_names),
+		cmocka_unit_test(test_metrics_switch),
+		cmocka_unit_test(test_access_log_forms),
+		cmocka_unit_test(test_string_values),
+		cmocka_unit_test(test_uint_ranges),
+		cmocka_unit_test(test_bad_numbers),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_listen_forms),
+		cmocka_unit_test(test_listen_errors),
+		cmocka_unit_test(test_listen_list),
+		cmocka_unit_test(test_syntax),
+		cmocka_unit_test(test_syntax_errors),
+		cmocka_unit_test(test_value_errors_name_file_and_line),
+		cmocka_unit_test(test_file_errors),
+		cmocka_unit_test(test_file_too_large),
+		cmocka_unit_test(test_config_set_messages),
+		cmocka_unit_test(test_finalize_ok),
+		cmocka_unit_test(test_finalize_errors),
+		cmocka_unit_test(test_refcount),
+		cmocka_unit_test(test_shipped_config),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
