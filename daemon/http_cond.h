@@ -14,7 +14,8 @@
 #include "http_parse.h"
 
 #define HTTP_DATE_LEN 29 /* "Sun, 06 Nov 1994 08:49:37 GMT" */
-#define HTTP_ETAG_MAX 48
+/* 3 x 16 hex digits, 2 dashes, 2 quotes, NUL = 53 (48 did not fit). */
+#define HTTP_ETAG_MAX 56
 
 /* Writes IMF-fixdate plus NUL into out (at least HTTP_DATE_LEN + 1). */
 void http_date_format(time_t t, char *out);
@@ -30,10 +31,15 @@ void http_etag_make(uint64_t ino, uint64_t size, int64_t mtime_sec,
  * representation with the given strong etag and mtime.
  * If-None-Match (weak comparison, list, "*") takes precedence; then
  * If-Modified-Since is used only when If-None-Match is absent, and an
- * unparsable date is ignored. Returns 304 or 200.
+ * unparsable date, or one later than the current time, is ignored.
+ * Returns 304 or 200 (always 200 for other methods).
  */
 int http_precondition(const struct http_request *req, const char *etag,
 		      time_t mtime);
+/* The same with the current time given (for tests and callers that have
+ * it at hand); http_precondition uses time(NULL). */
+int http_precondition_at(const struct http_request *req, const char *etag,
+			 time_t mtime, time_t now);
 
 enum http_range_result {
 	HTTP_RANGE_NONE,     /* no (usable) Range: serve the whole 200 */
