@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals shared by the two io_uring engines (engine_uring.c: ring,
+ * accept loop, wake-up and stop; uring_conn.c: reading requests and
+ * connection lifetime; uring_chain.c: the open-read-send-close chain).
+ *
+ * `direct` and `specific` differ only in how a slot number is named in an
+ * SQE; that difference is the table `struct uring_flavor`, everything else
+ * is one code path.
+ */
+#ifndef ORCD_URING_H
+#define ORCD_URING_H
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "http_parse.h"
+#include "respond.h"
+#include "slots.h"
+
+struct orcd_worker;
+struct orcd_config;
+
+/* open_how as the kernel series extends it (OPEN_HOW_SIZE_VER1, 32
+ * bytes); our own so that host headers cannot change its size. */
+struct orcd_open_how {
+	uint64_t flags;
+	uint64_t mode;
+	uint64_t resolve;
+	uint32_t fd;
+	uint32_t padding;
+};
+
+#define ORCD_OPEN_HOW_SIZE_VER0 24u
+#define ORCD_OPEN_HOW_SIZE_VER1 32u
+#define ORCD_O_SPECIFIC_FD 01000000000
+#define ORCD_IORING_ACCEPT_SPECIFIC_FD (1U << 15)
+#define ORCD_PR_INCREASE_MIN_FD 0x4f524344
+
+/*
+ * user_data is the address of the object a CQE belongs to with the step
+ * in the low bits: every such object is aligned to URING_ALIGN.
+ */
+#define URING_ALIGN 64
+#define URING_STEP_MASK ((uint64_t)URING_ALIGN - 1)
+
+enum uop_kind {
+	UOP_ACCEPT = 1,
+	UOP_WAKE,
+	UOP_CONN,
+	UOP_TIMER,
+};
+
+/* What a connection's CQE was for. */
+enum ustep {
+	ST_RECV,
+	ST_RECV_LT,
+	ST_OPEN,
+	ST_READ,
+	ST_SEND,
+	ST_SEND_LT,
+	ST_CLOSE_FILE,
+	ST_SHUTDOWN,
+	ST_CLOSE_SOCK,
+	ST_CANCEL,
+	ST_MAX,
+};
+
+struct uring_worker;
+struct uconn;
+
+/* How the engine names a slot in an SQE: the one thing that differs. */
+struct uring_flavor {
+	const char *name;
+	/* SQE flag for ops that use a slot as their fd (IOSQE_FIXED_FILE). */
+	uint8_t slot_sqe_flag;
+	/* Size of open_how passed to the kernel. */
+	uint32_t how_size;
+	void (*prep_accept)(struct io_uring_sqe *sqe, int lfd,
+			    struct sockaddr *addr, socklen_t *alen, int slot);
+	void (*prep_open)(struct io_uring_sqe *sqe, int dfd, const char *path,
+			  struct orcd_open_how *how, int slot);
+	void (*prep_close)(struct io_uring_sqe *sqe, int slot);
+	/* The CQE result an accept/open into `slot` has on success. */
+	int (*ok_result)(int slot);
+};
+
+extern const struct uring_flavor uring_flavor_direct;
+extern const struct uring_flavor uring_flavor_specific;
+
+/* Output buffer and plan of one response in flight; pooled. */
+struct uresp {
+	struct uresp *next;
+	struct response_plan plan;
+	struct orcd_open_how how;
+	size_t cap;
+	char buf[];
+};
+
+enum uconn_state {
+	CS_RECV,	/* a recv (with its timeout) is in flight */
+	CS_WAIT_SLOT,	/* planned, waiting for a file slot */
+	CS_RESP,	/* response ops in flight */
+	CS_LINGER,	/* shut down for writing, draining the client */
+	CS_CLOSING,	/* the socket's close is in flight */
+};
+
+/* After the current batch of a response completes: what next. */
+enum uafter {
+	AFTER_NONE,
+	AFTER_CHUNK,	/* send the next bounded read/send pair */
+	AFTER_DONE,	/* response complete */
+	AFTER_REPLAN,	/* nothing sent yet: answer from fresh facts */
+	AFTER_ABORT,	/* close the connection without more bytes */
+};
+
+struct uconn {
+	uint8_t kind; /* UOP_CONN */
+	uint8_t state;
+	uint8_t after;		/* enum uafter, pending a repair close */
+	bool fresh;		/* no request yet on this connection */
+	bool timed_out;		/* a link timeout fired in this batch */
+	bool have_req;
+	bool file_open;		/* open succeeded, close not completed */
+	bool cancel_sent;
+	bool aborting;		/* close without linger */
+	struct uring_worker *uw;
+	struct uconn *prev, *next; /* live list */
+	int sock;		/* slot of the socket */
+	int file;		/* slot of the file, -1 */
+	unsigned pending;	/* CQEs outstanding */
+	uint32_t step_mask;	/* steps submitted in this batch */
+	int res[ST_MAX];
+	uint32_t want[ST_MAX];
+	struct slot_waiter waiter;
+	char *in;
+	size_t in_len, in_cap;
+	struct http_request req;
+	struct uresp *resp;
+	struct orcd_config *cfg; /* reference while a response is planned */
+	uint64_t file_off;	/* next file byte to read */
+	uint64_t file_left;	/* file bytes not read yet */
+	size_t send_off, send_len; /* in resp->buf, current send */
+	uint64_t bytes_sent;	/* this response */
+	unsigned replans;
+	unsigned linger_bytes;
+	struct __kernel_timespec ts_recv, ts_send;
+	struct __kernel_timespec hdr_deadline; /* CLOCK_MONOTONIC, absolute */
+	/* SQ had no room: run retry() at the top of the next iteration. */
+	void (*retry)(struct uconn *c);
+	struct uconn *next_deferred;
+	bool is_deferred;
+	struct sockaddr_storage peer;
+} __attribute__((aligned(URING_ALIGN)));
+
+struct uacceptor {
+	uint8_t kind; /* UOP_ACCEPT */
+	bool armed;
+	bool cancel_sent;
+	struct uring_worker *uw;
+	int lfd;
+	int slot;
+	socklen_t alen;
+	struct sockaddr_storage addr;
+} __attribute__((aligned(URING_ALIGN)));
+
+struct uticker {
+	uint8_t kind; /* UOP_WAKE or UOP_TIMER */
+	bool armed;
+	struct __kernel_timespec ts;
+} __attribute__((aligned(URING_ALIGN)));
+
+struct uring_worker {
+	struct orcd_worker *w;
+	const struct uring_flavor *fl;
+	struct io_uring ring;
+	unsigned ring_entries;
+	struct slots slots;
+	unsigned file_reserve;	/* slots accepts leave for files */
+	struct uacceptor *acc;
+	unsigned n_acc;		/* acceptors (cfg->accepts x listeners) */
+	unsigned acc_armed;
+	struct uticker wake, drain;
+	struct uconn *conns;	/* live connections */
+	unsigned n_conns;
+	struct uconn *free_conns;
+	struct uresp *free_resps;
+	struct uconn *deferred;	/* waiting for SQ room (via next) */
+	unsigned chains_inflight;
+	bool stopping;
+	bool drain_expired;
+	int fatal;		/* -errno that ends the loop */
+	time_t now;
+};
+
+/* engine_uring.c */
+struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need);
+void uring_sync_slot_stats(struct uring_worker *uw);
+void uring_slot_freed(struct uring_worker *uw, int slot);
+
+/* uring_conn.c */
+void uconn_defer(struct uconn *c, void (*retry)(struct uconn *c));
+struct uconn *uconn_new(struct uring_worker *uw, int sock,
+			const struct sockaddr_storage *peer, socklen_t plen);
+void uconn_handle_cqe(struct uconn *c, enum ustep st, int res);
+void uconn_input(struct uconn *c);
+void uconn_close(struct uconn *c, bool abortive);
+void uconn_stop(struct uconn *c);
+void uconn_kill(struct uconn *c);
+void uconn_free_all(struct uring_worker *uw);
+bool uconn_track(struct uconn *c, struct io_uring_sqe *sqe, enum ustep st,
+		 uint32_t want);
+void uconn_response_done(struct uconn *c);
+void uconn_response_abort(struct uconn *c);
+void uconn_plan(struct uconn *c);
+void uconn_send_plain(struct uconn *c);
+
+/* uring_chain.c */
+void uchain_start(struct uconn *c);
+void uchain_batch_done(struct uconn *c);
+
+#endif
