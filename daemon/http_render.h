@@ -33,14 +33,19 @@ const char *http_reason(int status);
 /*
  * Render the status line and fields plus the terminating CRLF.
  * Returns the length, or -ENOSPC if cap is too small (nothing useful is
- * left in buf then).
+ * left in buf then), or -EINVAL for a status outside 100..999, a CR, LF
+ * or other control byte in a string field (response splitting), or a
+ * content_range with first > last or last >= total. The status line is
+ * always HTTP/1.1 (RFC 9110 2.5); version_minor only decides whether a
+ * kept-alive response says "Connection: keep-alive" (1.0).
  */
 ssize_t http_render_head(const struct http_response *r, char *buf, size_t cap);
 
 /*
  * A small HTML body for an error status, e.g. for 404:
  * "<html><head><title>404 Not Found</title></head><body><h1>404 Not Found</h1></body></html>\n"
- * Returns its length; writes at most cap bytes (truncated, never -1).
+ * Returns the bytes written: at most cap (truncated, never -1), so the
+ * result can be sent as is. A NUL follows when there is room, uncounted.
  */
 size_t http_error_body(int status, char *buf, size_t cap);
 
