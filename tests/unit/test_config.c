@@ -1007,27 +1007,166 @@ static void test_refcount(void **state)
 	assert_int_equal(fcntl(fd, F_GETFD), -1);
 }
 
-/* The shipped configuration parses, and says what the package wants. */
-static void test_shipped_config(void **state)
+static const char *const all_directives[] = {
+	"listen",
+	"root",
+	"index",
+	"engine",
+	"threads",
+	"slots",
+	"accepts",
+	"max_connections",
+	"idle_timeout",
+	"header_timeout",
+	"send_timeout",
+	"max_request_line",
+	"max_header_bytes",
+	"max_headers",
+	"buffer_size",
+	"access_log",
+	"user",
+	"group",
+	"mime_types",
+	"default_type",
+	"metrics",
+	"metrics_listen",
+	"metrics_path",
+};
+
+/* Every directive is known to config_set, and nothing else is. */
+static void test_directive_list(void **state)
 {
-	const char *src = getenv("ORCD_SOURCE_DIR");
 	struct orcd_config *c = config_new();
-	char path[512];
 
 	(void)state;
-	snprintf(path, sizeof(path), "%s/conf/orcd.conf", src ? src : ".");
-	if (access(path, R_OK)) {
-		config_free(c);
+	for (size_t i = 0; i < sizeof(all_directives) / sizeof(*all_directives);
+	     i++) {
+		err[0] = '\0';
+		config_set(c, all_directives[i], "", false, err, sizeof(err));
+		assert_null(strstr(err, "unknown directive"));
+	}
+	config_free(c);
+}
+
+static char *read_source_file(const char *rel)
+{
+	const char *src = getenv("ORCD_SOURCE_DIR");
+	char path[512];
+	char *text = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", src ? src : ".", rel);
+	f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	assert_int_not_equal(getdelim(&text, &cap, '\0', f), -1);
+	fclose(f);
+	return text;
+}
+
+/* Fields a file can set compare equal (root aside). */
+static void assert_same_settings(const struct orcd_config *a,
+				 const struct orcd_config *b)
+{
+	assert_int_equal(a->n_listen, b->n_listen);
+	for (unsigned i = 0; i < a->n_listen; i++) {
+		assert_string_equal(a->listen[i].text, b->listen[i].text);
+		assert_memory_equal(&a->listen[i].addr, &b->listen[i].addr,
+				    a->listen[i].addrlen);
+	}
+	assert_string_equal(a->index, b->index);
+	assert_int_equal(a->engine, b->engine);
+	assert_int_equal(a->threads, b->threads);
+	assert_int_equal(a->slots, b->slots);
+	assert_int_equal(a->accepts, b->accepts);
+	assert_int_equal(a->max_connections, b->max_connections);
+	assert_int_equal(a->idle_timeout_ms, b->idle_timeout_ms);
+	assert_int_equal(a->header_timeout_ms, b->header_timeout_ms);
+	assert_int_equal(a->send_timeout_ms, b->send_timeout_ms);
+	assert_int_equal(a->max_request_line, b->max_request_line);
+	assert_int_equal(a->max_header_bytes, b->max_header_bytes);
+	assert_int_equal(a->max_headers, b->max_headers);
+	assert_int_equal(a->buffer_size, b->buffer_size);
+	assert_ptr_equal(a->access_log == NULL, b->access_log == NULL);
+	assert_ptr_equal(a->user == NULL, b->user == NULL);
+	assert_ptr_equal(a->group == NULL, b->group == NULL);
+	assert_string_equal(a->mime_types, b->mime_types);
+	assert_string_equal(a->default_type, b->default_type);
+	assert_int_equal(a->metrics, b->metrics);
+	assert_string_equal(a->metrics_listen.text, b->metrics_listen.text);
+	assert_string_equal(a->metrics_path, b->metrics_path);
+}
+
+/*
+ * The shipped configuration parses, names every directive, and each
+ * "#directive value;" line it shows as the default really is one.
+ */
+static void test_shipped_config(void **state)
+{
+	struct orcd_config *c, *defaults = config_new();
+	char *text = read_source_file("conf/orcd.conf");
+	char line[64];
+	int ret;
+
+	(void)state;
+	if (!text) {
+		config_free(defaults);
 		skip();
 	}
-	if (config_load_file(c, path, err, sizeof(err)))
-		print_error("%s\n", err);
-	assert_int_equal(config_load_file(c, path, err, sizeof(err)), 0);
+	c = load_ok(text);
 	assert_string_equal(c->root, "/var/www/orcd");
-	assert_int_equal(c->n_listen, 1);
-	assert_string_equal(c->listen[0].text, "127.0.0.1:8080");
-	assert_false(c->metrics);
+	assert_same_settings(c, defaults);
 	config_free(c);
+
+	for (size_t i = 0; i < sizeof(all_directives) / sizeof(*all_directives);
+	     i++) {
+		snprintf(line, sizeof(line), "\n#%s ", all_directives[i]);
+		if (!strstr(text, line)) {
+			snprintf(line, sizeof(line), "\n# %s ",
+				 all_directives[i]);
+			if (!strstr(text, line))
+				snprintf(line, sizeof(line), "\n%s ",
+					 all_directives[i]);
+		}
+		if (!strstr(text, line))
+			print_error("conf/orcd.conf lacks %s\n",
+				    all_directives[i]);
+		assert_non_null(strstr(text, line));
+	}
+
+	/* Uncomment the defaults: nothing may change. */
+	for (char *p = text; (p = strstr(p, "\n#")); p++)
+		if (p[2] >= 'a' && p[2] <= 'z')
+			p[1] = ' ';
+	c = load(text, &ret);
+	if (ret)
+		print_error("%s\n", err);
+	assert_int_equal(ret, 0);
+	assert_same_settings(c, defaults);
+	config_free(c);
+	config_free(defaults);
+	free(text);
+}
+
+/* conf/README.md has a section for every directive. */
+static void test_readme_documents_every_directive(void **state)
+{
+	char *text = read_source_file("conf/README.md");
+	char heading[64];
+
+	(void)state;
+	if (!text)
+		skip();
+	for (size_t i = 0; i < sizeof(all_directives) / sizeof(*all_directives);
+	     i++) {
+		snprintf(heading, sizeof(heading), "\n### `%s`",
+			 all_directives[i]);
+		if (!strstr(text, heading))
+			print_error("conf/README.md lacks %s\n", heading + 1);
+		assert_non_null(strstr(text, heading));
+	}
+	free(text);
 }
 
 int main(void)
@@ -1055,7 +1194,9 @@ int main(void)
 		cmocka_unit_test(test_finalize_ok),
 		cmocka_unit_test(test_finalize_errors),
 		cmocka_unit_test(test_refcount),
+		cmocka_unit_test(test_directive_list),
 		cmocka_unit_test(test_shipped_config),
+		cmocka_unit_test(test_readme_documents_every_directive),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
