@@ -185,7 +185,8 @@ static int parse_listen(const char *s, struct orcd_listen *out, char *why,
 	size_t hlen;
 
 	if (strlen(s) >= sizeof(l.text)) {
-		set_err(why, cap, "too long");
+		set_err(why, cap, "too long (at most %zu characters)",
+			sizeof(l.text) - 1);
 		return -EINVAL;
 	}
 	if (v6) {
@@ -206,13 +207,13 @@ static int parse_listen(const char *s, struct orcd_listen *out, char *why,
 	} else if ((colon = strrchr(s, ':'))) {
 		hlen = (size_t)(colon - s);
 		port = colon + 1;
-		if (hlen >= sizeof(host)) {
-			set_err(why, cap, "bad IPv4 address");
-			return -EINVAL;
-		}
 		if (memchr(s, ':', hlen)) {
 			set_err(why, cap,
 				"IPv6 addresses need brackets: [ADDR]:PORT");
+			return -EINVAL;
+		}
+		if (hlen >= sizeof(host)) {
+			set_err(why, cap, "bad IPv4 address");
 			return -EINVAL;
 		}
 		memcpy(host, s, hlen);

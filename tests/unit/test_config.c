@@ -604,6 +604,13 @@ static void test_listen_errors(void **state)
 	set_fails("listen", "[::g]:80",
 		  "listen \"[::g]:80\": bad IPv6 address");
 	set_fails("listen", "[::1]", "listen \"[::1]\": expected [IPV6]:PORT");
+	set_fails("listen", ":80",
+		  "listen \":80\": missing address before ':'");
+	/* 64 characters: one more than orcd_listen.text holds. */
+	set_fails(
+		"listen",
+		"0000000000000000000000000000000000000000000000000000000000000080",
+		"listen \"0000000000000000000000000000000000000000000000000000000000000080\": too long (at most 63 characters)");
 	set_fails("metrics_listen", "x",
 		  "metrics_listen \"x\": bad port (expected 1..65535)");
 }
