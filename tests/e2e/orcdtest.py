@@ -9,6 +9,8 @@ orcd holds as many fds as before the tests and exits 0 on SIGTERM.
 Only loopback addresses are ever used.
 """
 
+import calendar
+import email.utils
 import os
 import shutil
 import signal
@@ -33,6 +35,11 @@ SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"runtime error:",
 
 class TestFailure(AssertionError):
     pass
+
+
+class Skip(Exception):
+    """Raised by a case that cannot run here (missing tool, running as
+    root, ...): reported as "ok - NAME # SKIP why"."""
 
 
 def check(cond, msg):
@@ -127,8 +134,16 @@ class Response:
 class Conn:
     """A raw HTTP/1.x client connection that reads responses precisely."""
 
-    def __init__(self, addr, timeout=10.0):
-        self.sock = socket.create_connection(addr, timeout=timeout)
+    def __init__(self, addr, timeout=10.0, rcvbuf=None):
+        if rcvbuf is None:
+            self.sock = socket.create_connection(addr, timeout=timeout)
+        else:
+            # A small receive buffer must be set before connect() so the
+            # window stays small: the server then really blocks on us.
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(timeout)
+            self.sock.connect(addr)
         self.buf = b""
 
     def send(self, data):
@@ -173,8 +188,27 @@ class Conn:
         r.body, self.buf = self.buf[:n], self.buf[n:]
         return r
 
+    def read_exact(self, n):
+        """Exactly n bytes (from the buffer first); raises TestFailure
+        when the peer closes before."""
+        while len(self.buf) < n:
+            if not self._fill():
+                raise TestFailure("connection closed after %d of %d bytes"
+                                  % (len(self.buf), n))
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def read_some(self, n):
+        """Up to n bytes: what is buffered, else one recv. b"" on EOF."""
+        if not self.buf:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
     def closed_by_peer(self, timeout=5.0):
-        """True when the server closes the connection (EOF or reset)."""
+        """True when the server closes the connection (EOF or reset)
+        within timeout; bytes that arrive meanwhile land in self.buf."""
+        saved = self.sock.gettimeout()
         self.sock.settimeout(timeout)
         try:
             while True:
@@ -186,6 +220,8 @@ class Conn:
             return True
         except socket.timeout:
             return False
+        finally:
+            self.sock.settimeout(saved)
 
     def close(self):
         self.sock.close()
@@ -195,6 +231,20 @@ class Conn:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def http_date(t):
+    """IMF-fixdate for a POSIX time."""
+    return email.utils.formatdate(t, usegmt=True)
+
+
+def parse_http_date(s):
+    """POSIX time from an IMF-fixdate; TestFailure when malformed."""
+    try:
+        return calendar.timegm(
+            time.strptime(s, "%a, %d %b %Y %H:%M:%S GMT"))
+    except (TypeError, ValueError):
+        raise TestFailure("not an IMF-fixdate: %r" % (s,))
 
 
 def build_request(method, path, headers=None, version="1.1", host=True):
@@ -253,10 +303,35 @@ class Orcd:
                               % (self.proc.returncode, self.stderr_text()))
         try:
             with Conn(self.addr, timeout=2) as c:
-                c.send(build_request("HEAD", "/"))
-                return c.read_response(head_request=True) is not None
+                # Connection: close, and wait for orcd's close: the probe's
+                # fd must be gone before the fd baseline is taken.
+                c.send(build_request("HEAD", "/", {"Connection": "close"}))
+                r = c.read_response(head_request=True)
+                return r is not None and c.closed_by_peer(2)
         except OSError:
             return False
+
+    def path(self, name):
+        return os.path.join(self.root, name)
+
+    def write_file(self, name, data, mtime=None):
+        """Create or replace (truncate + write) a file under the root;
+        mtime (POSIX seconds) pins Last-Modified to a known past time."""
+        path = self.path(name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        if mtime is not None:
+            os.utime(path, (mtime, mtime))
+        return path
+
+    def exchange(self, data, head_request=False, close_timeout=5.0):
+        """Send raw bytes on a fresh connection, read one response, and
+        report whether the server then closed: (response, closed)."""
+        with self.conn() as c:
+            c.send(data)
+            r = c.read_response(head_request=head_request)
+            return r, c.closed_by_peer(close_timeout)
 
     def stderr_text(self):
         with open(self.log_path, "rb") as f:
@@ -271,8 +346,8 @@ class Orcd:
                    "orcd's fd count to return to %d (now %d)"
                    % (self.fd_baseline, self.fd_count()))
 
-    def conn(self, timeout=10.0):
-        return Conn(self.addr, timeout)
+    def conn(self, timeout=10.0, rcvbuf=None):
+        return Conn(self.addr, timeout, rcvbuf)
 
     def get(self, path, headers=None, method="GET", version="1.1"):
         with self.conn() as c:
@@ -334,6 +409,9 @@ def run(server_factory=None):
                 fn(srv)
                 passed += 1
                 print("ok - %s [%s]" % (name, srv.engine))
+            except Skip as e:
+                passed += 1
+                print("ok - %s [%s] # SKIP %s" % (name, srv.engine, e))
             except Exception as e:  # a broken case must not hide the rest
                 failed += 1
                 print("not ok - %s [%s]: %s" % (name, srv.engine, e))
@@ -357,5 +435,28 @@ def run(server_factory=None):
         print("not ok - start-up: %s" % e)
     finally:
         srv.cleanup()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+def run_serverless():
+    """Run every @case with no shared server: each case starts (and
+    cleans up) the orcd processes it needs. Same output as run()."""
+    failed = passed = 0
+    for fn in _cases:
+        name = fn.__name__
+        try:
+            fn()
+            passed += 1
+            print("ok - %s [%s]" % (name, ENGINE))
+        except Skip as e:
+            passed += 1
+            print("ok - %s [%s] # SKIP %s" % (name, ENGINE, e))
+        except Exception as e:
+            failed += 1
+            print("not ok - %s [%s]: %s" % (name, ENGINE, e))
+            if not isinstance(e, TestFailure):
+                traceback.print_exc(file=sys.stdout)
+        sys.stdout.flush()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0

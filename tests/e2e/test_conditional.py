@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Conditional requests (RFC 9110 section 13): If-None-Match (exact, list,
+weak comparison, *), If-Modified-Since, their precedence, and 304s
+without a body."""
+
+import sys
+
+import orcdtest
+from orcdtest import build_request, check, eq, http_date
+
+MTIME = 1600000000  # Sun, 13 Sep 2020 12:26:40 GMT
+BODY = b"conditional fixture\n"
+
+
+def fixture(srv):
+    """A file with a pinned, known Last-Modified; returns its ETag."""
+    if not hasattr(srv, "_cond_etag"):
+        srv.write_file("cond.txt", BODY, mtime=MTIME)
+        r = srv.get("/cond.txt")
+        eq(r.status, 200, "fixture status")
+        eq(r.header("last-modified"), http_date(MTIME), "Last-Modified")
+        srv._cond_etag = r.header("etag")
+        check(srv._cond_etag and srv._cond_etag.startswith('"'),
+              "fixture ETag %r" % srv._cond_etag)
+    return srv._cond_etag
+
+
+def cond(srv, headers, method="GET"):
+    """Send the conditional request followed by a plain GET on the same
+    connection: a 304 (or HEAD) that leaked body bytes would corrupt the
+    second response."""
+    with srv.conn() as c:
+        c.send(build_request(method, "/cond.txt", headers)
+               + build_request("GET", "/hello.txt", {"Connection": "close"}))
+        r = c.read_response(head_request=(method == "HEAD"))
+        nxt = c.read_response()
+        check(nxt is not None and nxt.status == 200
+              and nxt.body == b"hello, world\n",
+              "response after the conditional one is corrupt: %r" % nxt)
+    return r
+
+
+def is_304(r, etag, what):
+    eq(r.status, 304, what)
+    eq(r.body, b"", what + ": body")
+    eq(r.header("etag"), etag, what + ": ETag of the 304")
+    check(r.header("date") is not None, what + ": 304 without Date")
+    cl = r.header("content-length")
+    check(cl is None or cl in ("0", str(len(BODY))),
+          what + ": Content-Length %r on a 304" % cl)
+
+
+def is_200(r, what):
+    eq(r.status, 200, what)
+    eq(r.body, BODY, what + ": body")
+
+
+@orcdtest.case
+def inm_exact_etag_304(srv):
+    etag = fixture(srv)
+    is_304(cond(srv, {"If-None-Match": etag}), etag, "INM exact")
+
+
+@orcdtest.case
+def inm_head_304(srv):
+    etag = fixture(srv)
+    r = cond(srv, {"If-None-Match": etag}, method="HEAD")
+    eq(r.status, 304, "HEAD with INM")
+
+
+@orcdtest.case
+def inm_in_list_304(srv):
+    etag = fixture(srv)
+    for v in ('"aaa", %s, "bbb"' % etag, '"aaa",%s' % etag,
+              '%s , "zzz"' % etag, 'W/"x", %s' % etag):
+        is_304(cond(srv, {"If-None-Match": v}), etag, "INM list %s" % v)
+
+
+@orcdtest.case
+def inm_weak_form_304(srv):
+    # If-None-Match uses the weak comparison: W/"x" matches "x".
+    etag = fixture(srv)
+    is_304(cond(srv, {"If-None-Match": "W/" + etag}), etag, "INM W/")
+    is_304(cond(srv, {"If-None-Match": '"a", W/' + etag}), etag,
+           "INM list with W/")
+
+
+@orcdtest.case
+def inm_star_304(srv):
+    etag = fixture(srv)
+    is_304(cond(srv, {"If-None-Match": "*"}), etag, "INM *")
+
+
+@orcdtest.case
+def inm_star_on_missing_file_404(srv):
+    r = srv.get("/no-such-file.txt", {"If-None-Match": "*"})
+    eq(r.status, 404, "INM * on a missing file")
+
+
+@orcdtest.case
+def inm_non_matching_200(srv):
+    etag = fixture(srv)
+    for v in ('"nope"', '"a", "b"', etag[:-2] + '"', '"' + etag + '"',
+              etag.strip('"')):
+        is_200(cond(srv, {"If-None-Match": v}), "INM %s" % v)
+
+
+@orcdtest.case
+def inm_other_files_etag_200(srv):
+    fixture(srv)
+    other = srv.get("/hello.txt").header("etag")
+    is_200(cond(srv, {"If-None-Match": other}), "ETag of another file")
+
+
+@orcdtest.case
+def ims_equal_304(srv):
+    etag = fixture(srv)
+    is_304(cond(srv, {"If-Modified-Since": http_date(MTIME)}), etag,
+           "IMS == Last-Modified")
+
+
+@orcdtest.case
+def ims_later_304(srv):
+    etag = fixture(srv)
+    for t in (MTIME + 1, MTIME + 86400 * 365):
+        is_304(cond(srv, {"If-Modified-Since": http_date(t)}), etag,
+               "IMS %s" % http_date(t))
+
+
+@orcdtest.case
+def ims_earlier_200(srv):
+    fixture(srv)
+    for t in (MTIME - 1, MTIME - 86400 * 365):
+        is_200(cond(srv, {"If-Modified-Since": http_date(t)}),
+               "IMS %s" % http_date(t))
+
+
+@orcdtest.case
+def ims_obsolete_date_forms(srv):
+    # RFC 9110 5.6.7: recipients MUST accept RFC 850 and asctime dates.
+    etag = fixture(srv)
+    is_304(cond(srv, {"If-Modified-Since":
+                      "Sunday, 13-Sep-20 12:26:40 GMT"}), etag, "RFC 850")
+    is_304(cond(srv, {"If-Modified-Since": "Sun Sep 13 12:26:40 2020"}),
+           etag, "asctime")
+    is_200(cond(srv, {"If-Modified-Since": "Sun Sep 13 12:26:39 2020"}),
+           "asctime one second early")
+
+
+@orcdtest.case
+def ims_garbage_ignored_200(srv):
+    fixture(srv)
+    for v in ("garbage", "yesterday", "Sun, 13 Sep 2020 12:26:40",
+              "Sun, 99 Sep 2020 12:26:40 GMT", "1600000000", ""):
+        is_200(cond(srv, {"If-Modified-Since": v}), "IMS %r" % v)
+
+
+@orcdtest.case
+def inm_takes_precedence_over_ims(srv):
+    etag = fixture(srv)
+    # RFC 9110 13.2.2: IMS is evaluated only when INM is absent.
+    is_200(cond(srv, {"If-None-Match": '"other"',
+                      "If-Modified-Since": http_date(MTIME + 100)}),
+           "INM mismatch + IMS fresh")
+    is_304(cond(srv, {"If-None-Match": etag,
+                      "If-Modified-Since": http_date(MTIME - 100)}), etag,
+           "INM match + IMS stale")
+
+
+@orcdtest.case
+def conditional_keeps_connection(srv):
+    etag = fixture(srv)
+    with srv.conn() as c:
+        for _ in range(3):
+            c.send(build_request("GET", "/cond.txt", {"If-None-Match": etag}))
+            eq(c.read_response().status, 304, "304 on a kept-alive conn")
+        c.send(build_request("GET", "/cond.txt", {"Connection": "close"}))
+        is_200(c.read_response(), "after three 304s")
+
+
+@orcdtest.case
+def etag_changes_with_content(srv):
+    etag = fixture(srv)
+    srv.write_file("cond2.txt", BODY, mtime=MTIME)
+    other = srv.get("/cond2.txt").header("etag")
+    check(other != etag, "two files share the ETag %s" % etag)
+    srv.write_file("cond2.txt", BODY + b"more", mtime=MTIME)
+    grown = srv.get("/cond2.txt").header("etag")
+    check(grown != other, "ETag unchanged after the file grew")
+    r = srv.get("/cond2.txt", {"If-None-Match": other})
+    eq(r.status, 200, "old ETag after a change")
+    eq(r.body, BODY + b"more", "body after a change")
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run())

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Persistent connections (RFC 9112 section 9): defaults per version,
+Connection: close / keep-alive, pipelining in order, idle and header
+timeouts."""
+
+import sys
+import time
+
+import orcdtest
+from orcdtest import build_request, check, eq
+
+IDLE = 1.0    # idle_timeout in the config below
+HEADER = 1.0  # header_timeout
+SLACK = 3.0   # scheduling slack on a loaded CI machine
+
+
+def files(srv):
+    out = {}
+    for name in ("hello.txt", "style.css", "index.html", "data.bin",
+                 "dir/page.html", "dir/index.html", "big.bin"):
+        with open(srv.path(name), "rb") as f:
+            out["/" + name] = f.read()
+    return out
+
+
+def conn_header(r):
+    return [t.strip().lower()
+            for t in (r.header("connection") or "").split(",") if t.strip()]
+
+
+@orcdtest.case
+def http11_persistent_by_default(srv):
+    want = files(srv)
+    with srv.conn() as c:
+        for path in ("/hello.txt", "/style.css", "/data.bin", "/missing",
+                     "/hello.txt"):
+            c.send(build_request("GET", path))
+            r = c.read_response()
+            check(r is not None, "connection closed before %s" % path)
+            check("close" not in conn_header(r),
+                  "%s: Connection: close on a 1.1 request" % path)
+            if path in want:
+                eq(r.status, 200, path)
+                eq(r.body, want[path], "body of " + path)
+            else:
+                eq(r.status, 404, path)
+        check(not c.closed_by_peer(0.2 * IDLE),
+              "connection closed right after the last response")
+
+
+@orcdtest.case
+def connection_close_honoured(srv):
+    with srv.conn() as c:
+        # The request after the close must not be answered.
+        c.send(build_request("GET", "/hello.txt", {"Connection": "close"})
+               + build_request("GET", "/style.css"))
+        r = c.read_response()
+        eq(r.status, 200, "status")
+        eq(r.body, b"hello, world\n", "body")
+        check("close" in conn_header(r), "response lacks Connection: close")
+        check(c.closed_by_peer(), "server did not close after "
+              "Connection: close")
+        eq(c.buf, b"", "bytes after the closing response")
+
+
+@orcdtest.case
+def connection_close_token_case_and_list(srv):
+    for value in ("CLOSE", "Close", "TE, close", "keep-alive, close"):
+        with srv.conn() as c:
+            c.send(build_request("GET", "/hello.txt",
+                                 {"Connection": value}))
+            r = c.read_response()
+            eq(r.status, 200, value)
+            check(c.closed_by_peer(), "Connection: %s not honoured" % value)
+
+
+@orcdtest.case
+def http10_closes_by_default(srv):
+    with srv.conn() as c:
+        c.send(b"GET /hello.txt HTTP/1.0\r\n\r\n"
+               b"GET /style.css HTTP/1.0\r\n\r\n")
+        r = c.read_response()
+        eq(r.status, 200, "status")
+        eq(r.body, b"hello, world\n", "body")
+        check("keep-alive" not in conn_header(r),
+              "1.0 response without keep-alive request says keep-alive")
+        check(c.closed_by_peer(), "HTTP/1.0 connection left open")
+        eq(c.buf, b"", "bytes after the 1.0 response")
+
+
+@orcdtest.case
+def http10_keep_alive(srv):
+    with srv.conn() as c:
+        for path, body in (("/hello.txt", b"hello, world\n"),
+                           ("/style.css", b"body { color: black; }\n"),
+                           ("/hello.txt", b"hello, world\n")):
+            c.send(("GET %s HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+                    % path).encode())
+            r = c.read_response()
+            check(r is not None, "1.0 keep-alive closed before " + path)
+            eq(r.status, 200, path)
+            eq(r.body, body, path)
+            check("keep-alive" in conn_header(r),
+                  "1.0 keep-alive response lacks Connection: keep-alive "
+                  "(got %r)" % r.header("connection"))
+        check(not c.closed_by_peer(0.2 * IDLE),
+              "1.0 keep-alive connection closed")
+        # Keep-alive ends with a request without it.
+        c.send(b"GET /hello.txt HTTP/1.0\r\n\r\n")
+        eq(c.read_response().status, 200, "last 1.0 request")
+        check(c.closed_by_peer(), "1.0 without keep-alive left open")
+
+
+@orcdtest.case
+def pipelined_in_order(srv):
+    want = files(srv)
+    reqs = [("GET", "/hello.txt"), ("GET", "/style.css"),
+            ("HEAD", "/index.html"), ("GET", "/missing.txt"),
+            ("GET", "/data.bin"), ("GET", "/dir/page.html"),
+            ("HEAD", "/data.bin"), ("GET", "/dir/"),
+            ("GET", "/index.html"), ("GET", "/hello.txt")]
+    data = b"".join(build_request(m, p) for m, p in reqs)
+    with srv.conn() as c:
+        c.send(data)
+        for i, (m, p) in enumerate(reqs):
+            r = c.read_response(head_request=(m == "HEAD"))
+            check(r is not None, "closed before response %d (%s %s)"
+                  % (i, m, p))
+            key = "/dir/index.html" if p == "/dir/" else p
+            if key in want:
+                eq(r.status, 200, "%d: %s %s" % (i, m, p))
+                eq(r.header("content-length"), str(len(want[key])),
+                   "%d: Content-Length of %s" % (i, p))
+                eq(r.body, b"" if m == "HEAD" else want[key],
+                   "%d: body of %s %s" % (i, m, p))
+            else:
+                eq(r.status, 404, "%d: %s %s" % (i, m, p))
+        check(not c.closed_by_peer(0.2 * IDLE), "closed after the pipeline")
+
+
+@orcdtest.case
+def pipelined_behind_big_body(srv):
+    # The second request is already buffered while the 4 MiB body is
+    # still being sent: it must wait its turn.
+    want = files(srv)
+    with srv.conn() as c:
+        c.send(build_request("GET", "/big.bin")
+               + build_request("GET", "/hello.txt")
+               + build_request("GET", "/big.bin", {"Range": "bytes=1-3"})
+               + build_request("GET", "/style.css", {"Connection": "close"}))
+        r = c.read_response()
+        eq(r.status, 200, "big.bin")
+        check(r.body == want["/big.bin"], "big.bin body differs")
+        eq(c.read_response().body, want["/hello.txt"], "hello after big")
+        r = c.read_response()
+        eq((r.status, r.body), (206, want["/big.bin"][1:4]), "range")
+        eq(c.read_response().body, want["/style.css"], "last")
+        check(c.closed_by_peer(), "not closed after Connection: close")
+
+
+@orcdtest.case
+def pipelined_byte_by_byte(srv):
+    # Requests split at every byte still parse (no assumption that a
+    # head arrives in one read).
+    data = build_request("GET", "/hello.txt") + build_request(
+        "GET", "/style.css", {"Connection": "close"})
+    with srv.conn() as c:
+        c.sock.setsockopt(orcdtest.socket.IPPROTO_TCP,
+                          orcdtest.socket.TCP_NODELAY, 1)
+        for i in range(len(data)):
+            c.send(data[i:i + 1])
+        eq(c.read_response().body, b"hello, world\n", "first")
+        eq(c.read_response().body, b"body { color: black; }\n", "second")
+
+
+@orcdtest.case
+def idle_timeout_closes(srv):
+    with srv.conn() as c:
+        c.send(build_request("GET", "/hello.txt"))
+        eq(c.read_response().status, 200, "status")
+        t0 = time.monotonic()
+        check(c.closed_by_peer(IDLE + SLACK),
+              "idle connection still open %.1fs after the response"
+              % (IDLE + SLACK))
+        took = time.monotonic() - t0
+        check(took >= IDLE * 0.5, "idle connection closed after %.2fs, "
+              "idle_timeout is %.1fs" % (took, IDLE))
+
+
+@orcdtest.case
+def idle_timeout_on_silent_new_connection(srv):
+    with srv.conn() as c:
+        check(c.closed_by_peer(max(IDLE, HEADER) + SLACK),
+              "a connection that never sends stays open")
+
+
+@orcdtest.case
+def header_timeout_partial_head(srv):
+    with srv.conn() as c:
+        c.send(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n")
+        t0 = time.monotonic()
+        try:
+            r = c.read_response()
+        except (orcdtest.TestFailure, ConnectionResetError):
+            r = None  # closed without a response: allowed
+        except orcdtest.socket.timeout:
+            raise orcdtest.TestFailure("no 408 and no close")
+        took = time.monotonic() - t0
+        if r is not None:
+            eq(r.status, 408, "response to an incomplete head")
+            check(c.closed_by_peer(), "408 without close")
+        check(took <= HEADER + SLACK, "partial head held %.1fs" % took)
+
+
+@orcdtest.case
+def header_timeout_bounds_a_trickled_head(srv):
+    # Slowloris: one byte every 200 ms. The header timeout bounds the
+    # whole head, so orcd must close even though bytes keep coming.
+    data = b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n" + b"X-Slow: " \
+        + b"a" * 200
+    with srv.conn() as c:
+        t0 = time.monotonic()
+        for i in range(len(data)):
+            try:
+                c.send(data[i:i + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            if c.closed_by_peer(0.2):
+                break
+            if time.monotonic() - t0 > HEADER + SLACK:
+                raise orcdtest.TestFailure(
+                    "a head trickled for %.1fs is still being read"
+                    % (time.monotonic() - t0))
+        took = time.monotonic() - t0
+        check(took <= HEADER + SLACK, "trickled head held %.1fs" % took)
+        # Whatever was answered must be a 408 or nothing.
+        if c.buf:
+            check(c.buf.startswith(b"HTTP/1.1 408") or
+                  c.buf.startswith(b"HTTP/1.0 408"),
+                  "trickled head answered %r" % c.buf[:40])
+
+
+@orcdtest.case
+def activity_keeps_connection_alive(srv):
+    # Requests spaced below idle_timeout keep one connection open for
+    # longer than idle_timeout in total.
+    with srv.conn() as c:
+        t0 = time.monotonic()
+        n = 0
+        while time.monotonic() - t0 < IDLE * 1.5:
+            c.send(build_request("GET", "/hello.txt"))
+            r = c.read_response()
+            check(r is not None, "closed after %d requests, %.2fs"
+                  % (n, time.monotonic() - t0))
+            n += 1
+            c.closed_by_peer(IDLE * 0.3)  # wait, but below the timeout
+            check(c.buf == b"", "unexpected bytes %r" % c.buf[:40])
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run(lambda: orcdtest.Orcd(
+        conf="idle_timeout 1s;\nheader_timeout 1s;\n")))

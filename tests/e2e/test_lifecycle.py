@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""The process: command line (--check-config, --version, --help, bad
+flags), SIGTERM draining in-flight responses, SIGHUP reload (good and
+broken configs), the access log in combined format, and fds back to the
+baseline after many connections. Each case starts its own orcd."""
+
+import calendar
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import orcdtest
+from orcdtest import BIN, build_request, check, eq, wait_until
+
+HELLO = b"hello, world\n"
+
+# host ident authuser [date] "request" status bytes "referer" "agent"
+QUOTED = r'"((?:[^"\\]|\\.)*)"'
+COMBINED = re.compile(
+    r'^(\S+) (\S+) (\S+) \[(\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} '
+    r'[+-]\d{4})\] ' + QUOTED + r' (\d{3}) (\d+|-) ' + QUOTED + ' '
+    + QUOTED + r'$')
+
+
+def run_bin(args, timeout=20):
+    p = subprocess.run([BIN] + list(args), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    return (p.returncode, p.stdout.decode("utf-8", "replace"),
+            p.stderr.decode("utf-8", "replace"))
+
+
+class Server:
+    """An Orcd that is always cleaned up."""
+
+    def __init__(self, **kw):
+        self.srv = orcdtest.Orcd(**kw)
+
+    def __enter__(self):
+        return self.srv
+
+    def __exit__(self, *exc):
+        self.srv.cleanup()
+
+
+def wait_exit(srv, timeout=30):
+    """Wait for orcd to exit on its own; check status and sanitizers."""
+    try:
+        rc = srv.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise orcdtest.TestFailure("orcd still running %ds after SIGTERM"
+                                   % timeout)
+    srv.stderr.close()
+    text = srv.stderr_text()
+    for mark in orcdtest.SANITIZER_MARKS:
+        check(mark.decode() not in text, "sanitizer report:\n" + text)
+    eq(rc, 0, "exit status after SIGTERM (stderr: %s)" % text)
+
+
+def set_conf(srv, text):
+    """Replace the config file atomically (a reload never sees half)."""
+    tmp = srv.conf_path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.rename(tmp, srv.conf_path)
+
+
+def base_conf(srv, root=None):
+    return ("listen 127.0.0.1:%d;\nroot %s;\nengine %s;\nthreads 1;\n"
+            "access_log %s;\n" % (srv.port, root or srv.root, srv.engine,
+                                  srv.access_log))
+
+
+# ---- command line ----
+
+@orcdtest.case
+def check_config_good():
+    with Server() as srv:
+        # --check-config validates without binding: the port may be busy.
+        busy = socket.socket()
+        busy.bind(srv.addr)
+        busy.listen(1)
+        try:
+            rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
+        finally:
+            busy.close()
+        eq(rc, 0, "--check-config on a good config (stderr %r)" % err)
+
+
+@orcdtest.case
+def shipped_config_validates():
+    shipped = os.path.join(orcdtest.SOURCE_DIR, "conf", "orcd.conf")
+    if not os.path.exists(shipped):
+        raise orcdtest.Skip("conf/orcd.conf not present yet")
+    with Server() as srv:
+        rc, out, err = run_bin(["--check-config", "-c", shipped, "--root",
+                                srv.root, "--listen",
+                                "127.0.0.1:%d" % srv.port])
+        eq(rc, 0, "--check-config on conf/orcd.conf (stderr %r)" % err)
+
+
+@orcdtest.case
+def check_config_bad_names_file_and_line():
+    with Server() as srv:
+        good = base_conf(srv)
+        nlines = good.count("\n")
+        for bad in ("bogus_directive 1;", "idle_timeout 5parsecs;",
+                    "threads many;", "listen 127.0.0.1:99999;",
+                    "max_headers 0;", "index;", "root /a /b;",
+                    'root "unterminated;'):
+            set_conf(srv, good + "\n# a comment\n" + bad + "\n")
+            want_line = nlines + 3
+            rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
+            check(rc != 0, "%r: --check-config exited 0" % bad)
+            check(re.search(re.escape(srv.conf_path) + r":%d:" % want_line,
+                            err), "%r: stderr %r does not name %s:%d:"
+                  % (bad, err, srv.conf_path, want_line))
+            eq(len(err.strip().splitlines()), 1, "%r: stderr lines (%r)"
+               % (bad, err))
+        # Missing ';' at the end of the file.
+        set_conf(srv, good + "idle_timeout 5s\n")
+        rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
+        check(rc != 0, "missing ';': exit 0")
+        check(re.search(re.escape(srv.conf_path) + r":\d+:", err),
+              "missing ';': stderr %r lacks FILE:LINE:" % err)
+        # A root that does not exist.
+        set_conf(srv, good.replace(srv.root, srv.root + "/nonexistent"))
+        rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
+        check(rc != 0, "nonexistent root: exit 0")
+        check("nonexistent" in err, "nonexistent root: stderr %r" % err)
+        # A config file that does not exist.
+        rc, out, err = run_bin(["--check-config", "-c",
+                                srv.conf_path + ".missing"])
+        check(rc != 0, "missing config file: exit 0")
+        check(".missing" in err, "missing config file: stderr %r" % err)
+
+
+@orcdtest.case
+def bad_flags_exit_2_one_line():
+    for args in (["--bogus"], ["-x"], ["--threads", "abc"],
+                 ["--engine", "warp"], ["--listen", "nowhere:99999"],
+                 ["--root"], ["-c"], ["--threads=-1"], ["stray-argument"]):
+        rc, out, err = run_bin(args)
+        eq(rc, 2, "%s: exit status (stderr %r)" % (args, err))
+        eq(len(err.strip().splitlines()), 1, "%s: stderr %r" % (args, err))
+        eq(out, "", "%s: stdout" % args)
+
+
+@orcdtest.case
+def version_and_help():
+    rc, out, err = run_bin(["--version"])
+    eq(rc, 0, "--version exit")
+    check(re.search(r"orcd.*\d+\.\d+\.\d+", out), "--version: %r" % out)
+    rc, out, err = run_bin(["--help"])
+    eq(rc, 0, "--help exit")
+    for flag in ("--check-config", "--root", "--listen", "--engine",
+                 "--threads", "-c"):
+        check(flag in out, "--help does not mention %s" % flag)
+
+
+@orcdtest.case
+def flags_override_config():
+    with Server() as srv:
+        other = os.path.join(srv.tmp, "other-root")
+        os.makedirs(other)
+        with open(os.path.join(other, "hello.txt"), "wb") as f:
+            f.write(b"from --root\n")
+        port = orcdtest.free_port()
+        srv.args = ["--root", other, "--listen", "127.0.0.1:%d" % port]
+        srv.port, srv.addr = port, ("127.0.0.1", port)
+        srv.start()
+        r = srv.get("/hello.txt")
+        eq(r.body, b"from --root\n", "--root overrides root")
+        srv.stop()
+
+
+# ---- signals ----
+
+@orcdtest.case
+def sigterm_drains_slow_download():
+    with Server() as srv:
+        srv.start()
+        with open(srv.path("big.bin"), "rb") as f:
+            big = f.read()
+        c = srv.conn(rcvbuf=16384)
+        c.send(build_request("GET", "/big.bin", {"Connection": "close"}))
+        r = c.read_response(head_request=True)
+        eq(r.status, 200, "status")
+        got = c.read_exact(65536)
+        srv.signal(signal.SIGTERM)
+        # The client stays stalled a while after SIGTERM (a slow client),
+        # then takes the rest.
+        time.sleep(0.5)
+        check(srv.proc.poll() is None,
+              "orcd exited while a response was in flight")
+        try:
+            got += c.read_exact(len(big) - len(got))
+        except orcdtest.TestFailure as e:
+            raise orcdtest.TestFailure("download cut by SIGTERM: %s" % e)
+        check(got == big, "drained body differs from big.bin")
+        check(c.closed_by_peer(), "connection not closed after draining")
+        c.close()
+        wait_exit(srv)
+
+
+@orcdtest.case
+def sigterm_stops_accepting_and_closes_idle():
+    with Server() as srv:
+        srv.start()
+        idle = srv.conn()
+        idle.send(build_request("GET", "/hello.txt"))
+        eq(idle.read_response().status, 200, "keep-alive request")
+        t0 = time.monotonic()
+        srv.signal(signal.SIGTERM)
+        check(idle.closed_by_peer(10), "idle keep-alive connection not "
+              "closed on SIGTERM")
+        idle.close()
+        wait_exit(srv, 10)
+        check(time.monotonic() - t0 < 10, "SIGTERM took too long")
+        try:
+            socket.create_connection(srv.addr, timeout=1).close()
+            raise orcdtest.TestFailure("still accepting after exit")
+        except OSError:
+            pass
+
+
+@orcdtest.case
+def sighup_reload():
+    with Server() as srv:
+        srv.start()
+        eq(srv.get("/hello.txt").body, HELLO, "first root")
+        second = os.path.join(srv.tmp, "second")
+        os.makedirs(second)
+        with open(os.path.join(second, "hello.txt"), "wb") as f:
+            f.write(b"second root\n")
+        set_conf(srv, base_conf(srv, second))
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: srv.get("/hello.txt").body == b"second root\n",
+                   10, "the reloaded root to be served")
+        # A broken config: logged, and the running one kept.
+        set_conf(srv, base_conf(srv, second) + "bogus_directive 1;\n")
+        srv.signal(signal.SIGHUP)
+        where = re.escape(srv.conf_path) + r":\d+:"
+        wait_until(lambda: re.search(where, srv.stderr_text()), 10,
+                   "the reload error (FILE:LINE:) in stderr")
+        line = next(ln for ln in srv.stderr_text().splitlines()
+                    if re.search(where, ln))
+        check(re.match(r"^<[0-3]>", line),
+              "reload error without a syslog error prefix: %r" % line)
+        check(srv.proc.poll() is None, "orcd died on a broken reload")
+        for _ in range(3):
+            r = srv.get("/hello.txt")
+            eq(r.body, b"second root\n", "old config after a bad reload")
+        # Reload still works after a failed one.
+        set_conf(srv, base_conf(srv))
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: srv.get("/hello.txt").body == HELLO, 10,
+                   "the first root again")
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def sighup_keeps_connections():
+    # A kept-alive connection survives a reload and is served after it.
+    with Server() as srv:
+        srv.start()
+        with srv.conn() as c:
+            c.send(build_request("GET", "/hello.txt"))
+            eq(c.read_response().body, HELLO, "before reload")
+            n = srv.stderr_text().count("reload")
+            srv.signal(signal.SIGHUP)
+            wait_until(lambda: srv.stderr_text().count("reload") > n, 10,
+                       "the reload to be logged")
+            c.send(build_request("GET", "/hello.txt", {"Connection":
+                                                       "close"}))
+            r = c.read_response()
+            check(r is not None and r.body == HELLO,
+                  "kept-alive connection after reload: %r" % r)
+        srv.stop()
+
+
+# ---- access log ----
+
+def log_lines(srv):
+    try:
+        with open(srv.access_log, "rb") as f:
+            return f.read().decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+@orcdtest.case
+def access_log_combined():
+    with Server() as srv:
+        srv.start()
+        start = len(log_lines(srv))
+        srv.get("/hello.txt", {"User-Agent": "orcd-e2e/1.0",
+                               "Referer": "http://example.test/ref"})
+        srv.get("/hello.txt", method="HEAD")
+        srv.get("/missing.txt")
+        srv.get("/data.bin", {"Range": "bytes=0-9"})
+        srv.get("/hello.txt", {"User-Agent": 'evil" 200 999 "x'})
+        srv.exchange(b"GARBAGE\r\n\r\n")
+        want = 6
+        wait_until(lambda: len(log_lines(srv)) >= start + want, 10,
+                   "%d access log lines" % want)
+        lines = log_lines(srv)[start:]
+        eq(len(lines), want, "access log lines: %r" % lines)
+        parsed = []
+        for ln in lines:
+            m = COMBINED.match(ln)
+            check(m, "not combined log format: %r" % ln)
+            parsed.append(m.groups())
+        host, ident, user, ts, req, status, size, ref, ua = parsed[0]
+        eq(host, "127.0.0.1", "client address")
+        eq((ident, user), ("-", "-"), "ident and user")
+        off = (int(ts[-4:-2]) * 3600 + int(ts[-2:]) * 60) \
+            * (-1 if ts[-5] == "-" else 1)
+        t = calendar.timegm(time.strptime(ts[:20], "%d/%b/%Y:%H:%M:%S")) \
+            - off
+        check(abs(t - time.time()) < 120, "timestamp %r is not now" % ts)
+        eq((req, status, size), ("GET /hello.txt HTTP/1.1", "200", "13"),
+           "GET line")
+        eq((ref, ua), ("http://example.test/ref", "orcd-e2e/1.0"),
+           "referer and agent")
+        eq(parsed[1][4:6], ("HEAD /hello.txt HTTP/1.1", "200"), "HEAD line")
+        check(parsed[1][6] in ("0", "-"), "HEAD bytes %r" % parsed[1][6])
+        eq(parsed[2][4:6], ("GET /missing.txt HTTP/1.1", "404"), "404 line")
+        eq(parsed[3][4:7], ("GET /data.bin HTTP/1.1", "206", "10"),
+           "206 line")
+        eq(parsed[4][5], "200", "escaped agent line status")
+        check(parsed[4][8] != "evil" and "evil" in parsed[4][8],
+              "agent with a quote not escaped: %r" % lines[4])
+        eq(parsed[5][5], "400", "garbage request line status")
+        srv.stop()
+
+
+# ---- resources ----
+
+def client(srv, i, errors):
+    try:
+        kind = i % 6
+        with srv.conn() as c:
+            if kind == 0:    # keep-alive request, client closes
+                c.send(build_request("GET", "/hello.txt"))
+                if c.read_response().body != HELLO:
+                    errors.append("%d: wrong body" % i)
+            elif kind == 1:  # Connection: close, server closes
+                c.send(build_request("GET", "/style.css",
+                                     {"Connection": "close"}))
+                c.read_response()
+                if not c.closed_by_peer():
+                    errors.append("%d: not closed" % i)
+            elif kind == 2:  # connect, close at once
+                pass
+            elif kind == 3:  # partial head, then gone
+                c.send(b"GET /hello.txt HTTP/1.1\r\nHo")
+            elif kind == 4:  # walk away in the middle of a big body
+                c.send(build_request("GET", "/big.bin"))
+                c.read_some(4096)
+            else:            # a request error
+                c.send(b"BAD REQUEST LINE\r\n\r\n")
+                c.read_some(4096)
+    except OSError as e:
+        errors.append("%d: %s" % (i, e))
+
+
+@orcdtest.case
+def fds_back_after_100_parallel_clients():
+    with Server() as srv:
+        srv.start()
+        base = srv.fd_baseline
+        for round_ in range(2):
+            errors = []
+            threads = [threading.Thread(target=client, args=(srv, i, errors))
+                       for i in range(100)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            check(not any(t.is_alive() for t in threads),
+                  "clients still running")
+            check(not errors, "client errors: %s" % errors[:5])
+            srv.assert_fds_back()
+            eq(srv.fd_count(), base, "round %d fds" % round_)
+        eq(srv.get("/hello.txt").body, HELLO, "still serving")
+        srv.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run_serverless())
