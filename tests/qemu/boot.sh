@@ -1,0 +1,117 @@
+#!/bin/bash
+# Boot a kernel + initramfs in QEMU with the serial console on stdout and in a log.
+#
+# usage: tests/qemu/boot.sh --kernel BZIMAGE --initrd CPIO [--log FILE] [--timeout S]
+#          [--hostfwd tcp:127.0.0.1:HOSTPORT-:GUESTPORT]... [--append ARGS]
+#          [--mem MB] [--smp N] [--accel auto|kvm|tcg] [--quiet]
+#
+# - Networking is QEMU user mode (virtio-net) with restrict=on: the guest reaches
+#   nothing outside; only the --hostfwd rules, bound to 127.0.0.1, come in.
+# - --accel auto (default) uses KVM only if a short probe boot under KVM reaches
+#   the kernel; the answer is cached in ${ORCD_CACHE:-$HOME/.cache/orcd}/qemu/.
+#   On these machines KVM hangs after the BIOS, so the probe is bounded
+#   (ORCD_KVM_PROBE_TIMEOUT, default 10 s) and TCG is the usual result.
+# - --timeout (default 600 s) kills QEMU; the exit status is then 124.
+# - Exit status is QEMU's (0 after the guest powers off).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${ORCD_CACHE:-$HOME/.cache/orcd}/qemu
+qemu=${QEMU:-qemu-system-x86_64}
+
+die() { echo "boot.sh: error: $*" >&2; exit 2; }
+log() { echo "boot.sh: $*" >&2; }
+usage() { sed -n '4,6p' "$0" | sed 's/^# //' >&2; exit 2; }
+
+kernel= initrd= logf= timeout=600 append= mem=512 smp=2 accel=auto quiet=0
+fwds=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) kernel=${2:?}; shift ;;
+	--initrd) initrd=${2:?}; shift ;;
+	--log) logf=${2:?}; shift ;;
+	--timeout) timeout=${2:?}; shift ;;
+	--hostfwd) fwds+=("${2:?}"); shift ;;
+	--append) append="$append ${2:?}"; shift ;;
+	--mem) mem=${2:?}; shift ;;
+	--smp) smp=${2:?}; shift ;;
+	--accel) accel=${2:?}; shift ;;
+	--quiet) quiet=1 ;;
+	-h|--help) usage ;;
+	*) die "unknown argument $1" ;;
+	esac
+	shift
+done
+[ -f "$kernel" ] || die "--kernel: no such file: $kernel"
+[ -f "$initrd" ] || die "--initrd: no such file: $initrd"
+command -v "$qemu" >/dev/null || die "$qemu missing (apt-get install qemu-system-x86)"
+
+netdev=user,id=net0,restrict=on
+for f in "${fwds[@]}"; do
+	# only ever listen on the host's loopback
+	[[ $f =~ ^(tcp|udp):127\.0\.0\.1:[0-9]+-:[0-9]+$ ]] ||
+		die "--hostfwd must look like tcp:127.0.0.1:HOSTPORT-:GUESTPORT, got $f"
+	netdev+=",hostfwd=$f"
+done
+
+# Does KVM get a kernel running? Bounded, cached per host kernel and QEMU.
+kvm_works() {
+	[ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
+	local key file out rc
+	key="$(uname -r) $("$qemu" --version | head -1)"
+	file=$cache/kvm-probe
+	if [ -f "$file" ] && [ "$(sed -n 1p "$file")" = "$key" ]; then
+		[ "$(sed -n 2p "$file")" = kvm ]
+		return
+	fi
+	mkdir -p "$cache"
+	out=$(mktemp "${TMPDIR:-/tmp}/orcd-kvm-probe.XXXXXX")
+	rc=0
+	# No initrd: the kernel boots, finds no root and panics; panic=-1 with
+	# -no-reboot makes QEMU exit. A KVM that hangs never prints the banner.
+	timeout -k 2 "${ORCD_KVM_PROBE_TIMEOUT:-10}" "$qemu" -accel kvm -cpu host \
+		-m 256 -smp 1 -nographic -no-reboot -monitor none -nodefaults \
+		-serial "file:$out" -kernel "$kernel" \
+		-append "console=ttyS0 panic=-1 root=/dev/nonexistent" \
+		</dev/null >/dev/null 2>&1 || rc=$?
+	local result=tcg
+	if [ $rc -ne 124 ] && [ $rc -ne 137 ] && grep -q 'Linux version' "$out"; then
+		result=kvm
+	fi
+	rm -f "$out"
+	printf '%s\n%s\n' "$key" "$result" >"$file"
+	log "KVM probe: $result (cached in $file)"
+	[ $result = kvm ]
+}
+
+case $accel in
+auto) if kvm_works; then accel=kvm; else accel=tcg; fi ;;
+kvm|tcg) ;;
+*) die "--accel must be auto, kvm or tcg" ;;
+esac
+if [ $accel = kvm ]; then
+	accel_args=(-accel kvm -cpu host)
+else
+	accel_args=(-accel tcg,thread=multi -cpu max)
+fi
+
+[ -n "$logf" ] || logf=$(mktemp "${TMPDIR:-/tmp}/orcd-guest.XXXXXX.log")
+mkdir -p "$(dirname "$logf")"
+: >"$logf"
+log "booting $(basename "$kernel") under $accel (${smp} CPUs, ${mem} MB, timeout ${timeout}s); console log $logf"
+
+set +e +o pipefail
+timeout -k 5 "$timeout" "$qemu" "${accel_args[@]}" -m "$mem" -smp "$smp" \
+	-nographic -no-reboot -nodefaults -monitor none -serial stdio \
+	-kernel "$kernel" -initrd "$initrd" \
+	-append "console=ttyS0 panic=-1 $append" \
+	-netdev "$netdev" -device virtio-net-pci,netdev=net0 \
+	-device virtio-rng-pci \
+	</dev/null 2>&1 | if [ $quiet = 1 ]; then cat >>"$logf"; else tee -a "$logf"; fi
+rc=${PIPESTATUS[0]}
+set -e -o pipefail
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+	log "timeout: QEMU killed after ${timeout}s"
+	exit 124
+fi
+exit "$rc"
