@@ -237,11 +237,16 @@ static int date_parse_at(struct http_str s, time_t now, time_t *out)
 {
 	static const int mdays[12] = {31, 28, 31, 30, 31, 30,
 				      31, 31, 30, 31, 30, 31};
-	struct cursor c = {s.p, s.p + s.n};
+	struct cursor c;
 	struct tm_parts t;
 	bool ok;
 	int64_t v;
 
+	/* An absent field is {NULL, 0}, and NULL + 0 is undefined in C. */
+	if (s.n == 0)
+		return -EINVAL;
+	c.p = s.p;
+	c.end = s.p + s.n;
 	/* The long names first: "Sun" is a prefix of "Sunday". */
 	if (name(&c, weekday, 7) >= 0)
 		ok = rfc850_date(&c, &t, now);

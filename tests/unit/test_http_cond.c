@@ -181,6 +181,9 @@ static void test_date_parse_bad(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (parse_date(bad[i], strlen(bad[i]), &t) != -EINVAL)
 			fail_msg("case %zu (%s) parsed", i, bad[i]);
+	/* An absent field. */
+	assert_int_equal(http_date_parse((struct http_str){NULL, 0}, &t),
+			 -EINVAL);
 }
 
 /* ---- ETag ---- */
