@@ -424,6 +424,9 @@ static void test_bad_numbers(void **state)
 	set_fails("threads", " 1", "threads \" 1\": expected a whole number");
 	set_fails("threads", "99999999999999999999999",
 		  "threads \"99999999999999999999999\": out of range (0..256)");
+	/* 2^64 + 5 must not wrap to 5. */
+	set_fails("threads", "18446744073709551621",
+		  "threads \"18446744073709551621\": out of range (0..256)");
 	/* 2^32 + 1 must not wrap to 1. */
 	set_fails("accepts", "4294967297",
 		  "accepts \"4294967297\": out of range (1..1024)");
@@ -511,6 +514,9 @@ static void test_sizes(void **state)
 		  "max_request_line \"63\": out of range (64..16m)");
 	set_fails("max_header_bytes", "255",
 		  "max_header_bytes \"255\": out of range (256..16m)");
+	/* (2^44 + 1) m is 2^64 + 1m: must not wrap to 1m. */
+	set_fails("buffer_size", "17592186044417m",
+		  "buffer_size \"17592186044417m\": out of range (4k..16m)");
 	/* 2^32 k would wrap an unsigned: out of range, not small. */
 	set_fails("buffer_size", "4194304k",
 		  "buffer_size \"4194304k\": out of range (4k..16m)");
@@ -758,6 +764,8 @@ static void test_syntax_errors(void **state)
 	load_fails("threads 1;;", 1, "unexpected ';'");
 	load_fails("\nroot \"/x;\nindex a;\n", 2, "unterminated quoted string");
 	load_fails("root \"/x", 1, "unterminated quoted string");
+	/* Even when a quote closes it on a later line. */
+	load_fails("root \"/x\nfoo\";", 1, "unterminated quoted string");
 	load_fails("root \"/x\\n\";", 1,
 		   "unknown escape in quoted string (only \\\" and \\\\)");
 	load_fails("root \"/x\\", 1,
