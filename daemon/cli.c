@@ -239,11 +239,11 @@ void cli_usage(FILE *f)
 		"[--threads N]\n"
 		"            [--check-config] [--version] [--help]\n"
 		"\n"
-		"  -c, --config FILE   configuration file"
+		"  -c, --config FILE   configuration file\n"
 #ifdef ORCD_DEFAULT_CONF
-		" (default " ORCD_DEFAULT_CONF ", if it exists)"
+		"                      (default " ORCD_DEFAULT_CONF
+		" if it exists)\n"
 #endif
-		"\n"
 		"      --root DIR      document root\n"
 		"      --listen ADDR:PORT\n"
 		"                      address to serve on: 8080, *:8080,\n"

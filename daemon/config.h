@@ -73,7 +73,9 @@ void config_free(struct orcd_config *c);
  *                             terminated by ';', values whitespace-separated,
  *                             double quotes allowed)
  * `listen` may repeat (the first `listen` in a file replaces the default).
- * Returns 0, or -EINVAL / -errno with err = "FILE:LINE: message".
+ * Returns 0, or -EINVAL / -errno with err = "FILE:LINE: message" (or
+ * "FILE: message" when the file cannot be read). On error c may hold part
+ * of the file: discard it.
  */
 int config_load_file(struct orcd_config *c, const char *path, char *err,
 		     size_t errcap);
@@ -81,7 +83,8 @@ int config_load_file(struct orcd_config *c, const char *path, char *err,
 /*
  * Set one directive from a string (used by the command line and by the
  * file parser). `replace_listen` makes a `listen` replace the list rather
- * than append. Returns 0 or -EINVAL with err = "message" (no location).
+ * than append. Returns 0, or -EINVAL (-ENOMEM) with err set, without a
+ * location, as `directive "value": reason`.
  */
 int config_set(struct orcd_config *c, const char *directive,
 	       const char *value, bool replace_listen, char *err,
@@ -96,7 +99,10 @@ int config_finalize(struct orcd_config *c, char *err, size_t errcap);
 /* "auto", "specific", ... */
 const char *config_engine_name(enum orcd_engine_kind k);
 
-/* Parse "127.0.0.1:8080", "[::1]:80", "*:8080", "8080" (all v4). */
+/*
+ * Parse "127.0.0.1:8080", "[::1]:80", "*:8080", "8080" (the last two are
+ * the IPv4 wildcard). Numeric addresses only, ports 1..65535. 0 or -EINVAL.
+ */
 int config_parse_listen(const char *s, struct orcd_listen *out);
 
 #endif
