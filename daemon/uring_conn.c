@@ -23,7 +23,7 @@
 #define LINGER_BYTES (64u * 1024)
 #define LINGER_MS 2000
 /* The output buffer must hold any head respond_plan renders. */
-#define RESP_MIN_CAP 8192
+#define RESP_MIN_CAP 4096
 
 static void ts_rel(struct __kernel_timespec *ts, unsigned ms)
 {

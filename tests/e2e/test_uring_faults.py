@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Fault injection for the io_uring engines under concurrent load.
+
+Files are deleted, truncated, grown and replaced while being served;
+clients reset mid-body; there are more concurrent requests than fd slots;
+the ring is tiny (SQ full, CQ overflow). Afterwards every response was
+either correct or its connection was closed, orcd's fd count and its
+slots in use are back to baseline, no chain is in flight, and no chosen
+fd was ever found busy (EBUSY = 0).
+
+"Correct" for a file that changes under load: the status is 200 or 404,
+the body has exactly Content-Length bytes, and every byte comes from one
+version of the file. Each version is filled with a single byte value and
+versions only change their value through an atomic rename, so a body
+mixing two values, or one longer or shorter than its Content-Length, is
+a bug.
+
+The epoll engine has no chains, slots or ring: the test skips there.
+"""
+
+import os
+import random
+import socket
+import struct
+import sys
+import threading
+import time
+
+import orcdtest
+from orcdtest import Skip, TestFailure, build_request, check, eq
+
+SLOTS = 16          # the smallest a config allows
+BUF = 4096          # buffer_size: files of 100 KiB take many read/send pairs
+CLIENTS = 40        # more than SLOTS: accepts and file slots must queue
+DURATION = 4.0      # seconds of load per case
+
+
+def uring_only():
+    if orcdtest.ENGINE == "epoll":
+        raise Skip("epoll engine has no io_uring chains")
+
+
+class Server(orcdtest.Orcd):
+    """orcd with tiny slots and buffers and the metrics endpoint on."""
+
+    def __init__(self, extra="", env=None):
+        self.metrics_port = orcdtest.free_port()
+        conf = ("slots %d;\naccepts 4;\nbuffer_size %d;\n"
+                "max_header_bytes 2048;\nmax_request_line 1024;\nsend_timeout 3s;\n"
+                "idle_timeout 3s;\nheader_timeout 2s;\n"
+                "metrics on;\nmetrics_listen 127.0.0.1:%d;\n%s"
+                % (SLOTS, BUF, self.metrics_port, extra))
+        super().__init__(conf=conf)
+        self.env = env or {}
+
+    def start(self):
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
+            return super().start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def metrics(self):
+        with socket.create_connection(("127.0.0.1", self.metrics_port),
+                                      timeout=5) as s:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: m\r\n"
+                      b"Connection: close\r\n\r\n")
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        body = data.split(b"\r\n\r\n", 1)[1].decode()
+        out = {}
+        for line in body.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            name, _, value = line.rpartition(" ")
+            out[name] = int(value)
+        return out
+
+    def settled(self, base):
+        """Slots, chains and fds back where they were when idle."""
+        def ok():
+            m = self.metrics()
+            return (self.fd_count() == self.fd_baseline and
+                    m["orcd_chains_in_flight"] == 0 and
+                    m["orcd_slots_in_use"] == base["orcd_slots_in_use"] and
+                    m["orcd_connections_open"] == 0)
+        try:
+            orcdtest.wait_until(ok, 15, "orcd to settle")
+        except TestFailure:
+            m = self.metrics()
+            raise TestFailure(
+                "not settled: fds %d (baseline %d), chains %d, slots %d "
+                "(baseline %d), connections %d"
+                % (self.fd_count(), self.fd_baseline,
+                   m["orcd_chains_in_flight"], m["orcd_slots_in_use"],
+                   base["orcd_slots_in_use"], m["orcd_connections_open"]))
+        m = self.metrics()
+        eq(m["orcd_ebusy_total"], 0, "EBUSY on chosen fds")
+        return m
+
+
+def with_server(fn, extra="", env=None):
+    uring_only()
+    srv = Server(extra, env)
+    try:
+        srv.start()
+        # The start-up probe's connection may still be closing.
+        orcdtest.wait_until(
+            lambda: srv.metrics()["orcd_connections_open"] == 0, 10,
+            "the start-up probe's connection to close")
+        base = srv.metrics()
+        fn(srv)
+        m = srv.settled(base)
+        srv.stop()
+        return m
+    finally:
+        srv.cleanup()
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.ok = 0
+        self.closed = 0
+        self.missing = 0
+        self.errors = []
+
+    def add(self, what, msg=None):
+        with self.lock:
+            if what == "errors":
+                if len(self.errors) < 10:
+                    self.errors.append(msg)
+                return
+            setattr(self, what, getattr(self, what) + 1)
+
+
+def read_checked(c, path, stats):
+    """One response on c; verify it. Returns False when the connection
+    is gone (closed mid-response is an allowed outcome)."""
+    try:
+        r = c.read_response()
+    except (TestFailure, OSError):
+        stats.add("closed")
+        return False
+    if r is None:
+        stats.add("closed")
+        return False
+    if r.status == 404:
+        stats.add("missing")
+        return True
+    if r.status != 200:
+        stats.add("errors", "%s: status %d" % (path, r.status))
+        return False
+    cl = int(r.header("content-length"))
+    if len(r.body) != cl:
+        stats.add("errors", "%s: %d body bytes, Content-Length %d"
+                  % (path, len(r.body), cl))
+        return False
+    if r.body and r.body.count(r.body[:1]) != len(r.body):
+        stats.add("errors", "%s: body mixes file versions" % path)
+        return False
+    stats.add("ok")
+    return True
+
+
+def client_loop(srv, names, stop, stats, seed):
+    rnd = random.Random(seed)
+    while not stop.is_set():
+        try:
+            with srv.conn(timeout=10) as c:
+                for _ in range(rnd.randint(1, 6)):
+                    if stop.is_set():
+                        break
+                    path = "/" + rnd.choice(names)
+                    c.send(build_request("GET", path))
+                    if not read_checked(c, path, stats):
+                        break
+        except OSError as e:
+            stats.add("closed")
+            if not isinstance(e, (ConnectionError, socket.timeout)):
+                stats.add("errors", "client: %r" % e)
+
+
+def write_version(path, value, size):
+    tmp = path + ".tmp%d" % value
+    with open(tmp, "wb") as f:
+        f.write(bytes([value]) * size)
+    os.rename(tmp, path)
+
+
+def mutator(srv, names, stop, seed):
+    rnd = random.Random(seed)
+    value = 1
+    while not stop.is_set():
+        name = rnd.choice(names)
+        path = srv.path(name)
+        op = rnd.randrange(4)
+        try:
+            if op == 0:
+                os.unlink(path)
+            elif op == 1:
+                # Only ever shrink: extending would add zero bytes.
+                size = os.stat(path).st_size
+                os.truncate(path, min(size, rnd.randint(0, 3 * BUF)))
+            elif op == 2:
+                # Grow in place with the byte the file already holds (an
+                # empty file has none: growing it would be a new version
+                # without a rename).
+                with open(path, "rb") as f:
+                    first = f.read(1)
+                if first:
+                    with open(path, "ab") as f:
+                        f.write(first * rnd.randint(1, 20 * BUF))
+            else:
+                value = value % 250 + 1
+                write_version(path, value, rnd.randint(0, 30 * BUF))
+        except FileNotFoundError:
+            value = value % 250 + 1
+            write_version(path, value, rnd.randint(0, 30 * BUF))
+        time.sleep(0.002)
+
+
+def load(srv, names, clients=CLIENTS, mutate=True, duration=DURATION):
+    stop = threading.Event()
+    stats = Stats()
+    threads = [threading.Thread(target=client_loop,
+                                args=(srv, names, stop, stats, i))
+               for i in range(clients)]
+    if mutate:
+        threads.append(threading.Thread(target=mutator,
+                                        args=(srv, names, stop, 99)))
+    for t in threads:
+        t.start()
+    time.sleep(duration)  # the load itself, not a readiness wait
+    stop.set()
+    for t in threads:
+        t.join(30)
+    check(not stats.errors, "bad responses: %s" % stats.errors)
+    check(stats.ok > 0, "no request succeeded")
+    return stats
+
+
+def print_outcomes(m):
+    print("# chains %d, outcomes: " % m["orcd_chains_completed_total"] +
+          ", ".join("%s=%d" % (k.split('"')[1], v) for k, v in m.items()
+                    if k.startswith("orcd_chain_outcomes_total")))
+
+
+def make_files(srv, n=8):
+    names = []
+    for i in range(n):
+        name = "f%d.bin" % i
+        write_version(srv.path(name), 200 + i, (i + 1) * 7 * BUF // 2)
+        names.append(name)
+    return names
+
+
+@orcdtest.case
+def files_change_while_served():
+    def body(srv):
+        names = make_files(srv)
+        st = load(srv, names)
+        print("# ok %d, 404 %d, closed %d" % (st.ok, st.missing, st.closed))
+    print_outcomes(with_server(body))
+
+
+@orcdtest.case
+def short_read_is_never_sent():
+    """A file truncated after the plan but before the read: the body is
+    never short of its Content-Length (checked by read_checked), and a
+    truncation before the head went out is answered again fresh."""
+    def body(srv):
+        names = make_files(srv, 2)
+        stop = threading.Event()
+
+        def truncator():
+            rnd = random.Random(5)
+            while not stop.is_set():
+                for name in names:
+                    write_version(srv.path(name), rnd.randint(1, 250),
+                                  40 * BUF)
+                    os.truncate(srv.path(name), rnd.randint(0, 2 * BUF))
+                    # (40 * BUF > 2 * BUF: this always shrinks)
+        t = threading.Thread(target=truncator)
+        t.start()
+        try:
+            load(srv, names, clients=16, mutate=False, duration=3)
+        finally:
+            stop.set()
+            t.join()
+    print_outcomes(with_server(body))
+
+
+@orcdtest.case
+def clients_reset_mid_body():
+    def body(srv):
+        srv.write_file("big.bin", b"\x07" * (200 * BUF))
+        for round_ in range(60):
+            socks = []
+            for _ in range(8):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect(srv.addr)
+                s.sendall(build_request("GET", "/big.bin"))
+                socks.append(s)
+            for s in socks:
+                s.settimeout(5)
+                try:
+                    s.recv(1000 + round_ * 10)
+                except OSError:
+                    pass
+                # RST instead of FIN: SO_LINGER with a zero timeout.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                             struct.pack("ii", 1, 0))
+                s.close()
+        # Still serving, and correctly.
+        r = srv.get("/big.bin")
+        eq(r.status, 200, "after resets")
+        eq(r.body, b"\x07" * (200 * BUF), "body after resets")
+    m = with_server(body)
+    print_outcomes(m)
+    check(m['orcd_chain_outcomes_total{cause="client_gone"}'] +
+          m['orcd_chain_outcomes_total{cause="send_error"}'] > 0,
+          "no chain saw its client go away")
+
+
+@orcdtest.case
+def more_requests_than_slots():
+    def body(srv):
+        names = make_files(srv, 4)
+        st = load(srv, names, clients=3 * SLOTS, mutate=False, duration=3)
+        eq(st.closed, 0, "connections closed without a fault")
+    m = with_server(body)
+    check(m["orcd_slots_peak"] <= SLOTS, "slots peak %d > %d"
+          % (m["orcd_slots_peak"], SLOTS))
+
+
+@orcdtest.case
+def tiny_ring():
+    """8 SQ entries, 32 CQ entries: chains must not be split across
+    submissions and overflowed CQEs must not be lost."""
+    def body(srv):
+        names = make_files(srv, 6)
+        load(srv, names, clients=32, duration=3)
+    with_server(body, extra="slots 256;\naccepts 16;\n",
+                env={"ORCD_URING_ENTRIES": "8"})
+
+
+@orcdtest.case
+def stop_under_load_exits_clean():
+    """SIGTERM while chains are in flight: exit 0 within the drain bound
+    and no sanitizer report (checked by stop())."""
+    uring_only()
+    srv = Server()
+    try:
+        srv.start()
+        names = make_files(srv, 4)
+        stop = threading.Event()
+        stats = Stats()
+        threads = [threading.Thread(target=client_loop,
+                                    args=(srv, names, stop, stats, i))
+                   for i in range(16)]
+        for t in threads:
+            t.start()
+        orcdtest.wait_until(lambda: stats.ok > 50, 20, "load to start")
+        srv.stop()
+        stop.set()
+        for t in threads:
+            t.join(30)
+        check(not stats.errors, "bad responses: %s" % stats.errors)
+    finally:
+        srv.cleanup()
+
+
+if __name__ == "__main__":
+    if orcdtest.ENGINE == "epoll":
+        print("SKIP: the epoll engine has no io_uring chains, slots or ring")
+        sys.exit(0)
+    sys.exit(orcdtest.run_serverless())
