@@ -1042,8 +1042,8 @@ static int read_file(const char *path, char **out, size_t *len, char *err,
 int config_load_file(struct orcd_config *c, const char *path, char *err,
 		     size_t errcap)
 {
-	char *text;
-	size_t len;
+	char *text = NULL;
+	size_t len = 0;
 	int ret;
 
 	ret = read_file(path, &text, &len, err, errcap);
