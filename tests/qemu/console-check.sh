@@ -67,8 +67,16 @@ $0 ~ splat {
 	next
 }
 cur != "" && /^1\.\.[0-9]+/ { plan[cur] = substr($1, 4) + 0; next }
-cur != "" && /^not ok [0-9]+/ { fail[cur]++; failed[cur, fail[cur]] = $0; next }
+cur != "" && /^# / { diag2 = diag1; diag1 = $0; next }
+cur != "" && /^not ok [0-9]+/ {
+	fail[cur]++
+	failed[cur, fail[cur]] = (diag2 != "" ? "  " diag2 "\n    " : "") \
+		(diag1 != "" ? "  " diag1 "\n    " : "") $0
+	diag1 = diag2 = ""
+	next
+}
 cur != "" && /^ok [0-9]+/ {
+	diag1 = diag2 = ""
 	if ($0 ~ /# *[Ss][Kk][Ii][Pp]/) skip[cur]++
 	else pass[cur]++
 	next
