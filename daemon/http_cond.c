@@ -369,7 +369,7 @@ int http_precondition_at(const struct http_request *req, const char *etag,
 	if (!req->if_modified_since.n)
 		return 200;
 	/* An invalid date, or one later than now, is ignored (13.1.3). */
-	if (http_date_parse(trim(req->if_modified_since), &ims) || ims > now)
+	if (date_parse_at(trim(req->if_modified_since), now, &ims) || ims > now)
 		return 200;
 	return mtime <= ims ? 304 : 200;
 }
