@@ -153,6 +153,26 @@ static bool looks_like_option(const char *s)
 	return s[0] == '-' && s[1] != '\0';
 }
 
+/*
+ * An argument as it may appear in the one-line message: cut to 48 bytes,
+ * control bytes shown as '?', so a stray newline cannot split the line.
+ */
+static void clip(char *dst, size_t cap, const char *s, size_t len)
+{
+	size_t n = len < 48 ? len : 48;
+
+	if (n >= cap)
+		n = cap - 1;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		dst[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	dst[n] = '\0';
+	if (n < len && cap > n + 3)
+		memcpy(dst + n, "...", 4);
+}
+
 static int parse_arg(int argc, char **argv, int *i, struct cli_opts *o,
 		     struct orcd_config *scratch, bool *seen_listen, char *err,
 		     size_t cap)
@@ -166,16 +186,19 @@ static int parse_arg(int argc, char **argv, int *i, struct cli_opts *o,
 		size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
 
 		d = find_long(arg + 2, len);
-		snprintf(shown, sizeof(shown), "--%.*s", (int)len, arg + 2);
+		shown[0] = shown[1] = '-';
+		clip(shown + 2, sizeof(shown) - 2, arg + 2, len);
 		if (eq)
 			value = eq + 1;
 	} else if (arg[0] == '-' && arg[1] && arg[1] != '-') {
 		d = find_short(arg[1]);
-		snprintf(shown, sizeof(shown), "-%c", arg[1]);
+		shown[0] = '-';
+		clip(shown + 1, sizeof(shown) - 1, arg + 1, 1);
 		if (arg[2])
 			value = arg + 2; /* -cFILE */
 	} else {
-		set_err(err, cap, "unexpected argument \"%s\"", arg);
+		clip(shown, sizeof(shown), arg, strlen(arg));
+		set_err(err, cap, "unexpected argument \"%s\"", shown);
 		return -EINVAL;
 	}
 	if (!d) {

@@ -177,6 +177,13 @@ static void test_errors(void **state)
 	assert_fails("--check-config takes no value", "--check-config=1");
 	assert_fails("-h takes no value", "-hV");
 	assert_fails("--config: empty file name", "--config=");
+	/* Messages stay on one line and short. */
+	assert_fails("unexpected argument \"a?b\"", "a\nb");
+	assert_fails("unknown option --x?y", "--x\ny=1");
+	assert_fails("unknown option -?", "-\t");
+	assert_fails("unexpected argument "
+		     "\"012345678901234567890123456789012345678901234567...\"",
+		     "0123456789012345678901234567890123456789012345678901234");
 	/* Errors stop the parse even after good options. */
 	assert_fails("unknown option --nope", "--threads", "2", "--nope");
 }
