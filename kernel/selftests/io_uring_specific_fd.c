@@ -562,7 +562,7 @@ static int test_accept_busy_fd(void)
 {
 	struct sockaddr_in sa;
 	struct io_uring ring;
-	int ls, cs, busy = fd_lowest_free(120), res[1] = { NO_CQE }, count;
+	int ls, cs, as, busy = fd_lowest_free(120), res[1] = { NO_CQE }, count;
 
 	ls = listener(&sa);
 	CHECK(ls >= 0, "loopback listener: %s", strerror(errno));
@@ -580,6 +580,73 @@ static int test_accept_busy_fd(void)
 	CHECK(res[0] == -EBUSY, "wanted -EBUSY");
 	CHECK(fd_ino(busy) == fd_ino(1), "fd %d was replaced", busy);
 	CHECK(fd_count() == count, "fd count changed");
+	/* the fd is reserved before a connection is taken: it is still queued */
+	as = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	CHECK(as >= 0, "the pending connection was consumed by the failed accept: %s",
+	      strerror(errno));
+	return TAP_PASS;
+}
+
+static int test_accept_any_and_ebadf(void)
+{
+	struct sockaddr_in sa;
+	struct io_uring ring;
+	struct rlimit rl;
+	int ls, cs, want, res[2] = { NO_CQE, NO_CQE };
+
+	ls = listener(&sa);
+	CHECK(ls >= 0, "loopback listener: %s", strerror(errno));
+	CHECK(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
+	cs = client(&sa);
+	CHECK(cs >= 0, "connect: %s", strerror(errno));
+	want = fd_lowest_free(0);
+	prep_accept_fd(&ring, ls, 0, SPECIFIC_FD_ANY, 0);
+	CHECK(io_uring_submit(&ring) == 1 && reap(&ring, 1, res, 2) == 0,
+	      "submit");
+	CHECK(res[0] == want, "accept at (u32)-1: %s, lowest free is %d",
+	      res_str(res[0]), want);
+
+	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
+	rl.rlim_cur = 64;
+	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit");
+	cs = client(&sa);
+	CHECK(cs >= 0, "connect: %s", strerror(errno));
+	prep_accept_fd(&ring, ls, 0, 64, 1);
+	CHECK(io_uring_submit(&ring) == 1 && reap(&ring, 1, res, 2) == 0,
+	      "submit");
+	CHECK(res[1] == -EBADF, "accept at fd 64 with RLIMIT_NOFILE 64: %s",
+	      res_str(res[1]));
+	return TAP_PASS;
+}
+
+/*
+ * kernel/README.md: "while the request waits for a connection the fd is
+ * not held" - so the fd can be taken meanwhile, and the accept then fails
+ * with EBUSY without consuming the connection.
+ */
+static int test_accept_waiting_holds_nothing(void)
+{
+	struct sockaddr_in sa;
+	struct io_uring ring;
+	int ls, cs, as, fd = fd_lowest_free(150), r, res[1] = { NO_CQE };
+
+	ls = listener(&sa);
+	CHECK(ls >= 0, "loopback listener: %s", strerror(errno));
+	CHECK(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
+	prep_accept_fd(&ring, ls, 0, fd, 0);
+	/* no connection yet: the submit itself parks the accept on poll */
+	CHECK(io_uring_submit(&ring) == 1, "submit");
+	r = open_at_fd("/dev/null", O_RDONLY, fd);
+	CHECK(r == fd, "O_SPECIFIC_FD at the fd of a waiting accept: %d (%s)", r,
+	      r < 0 ? strerror(errno) : "wrong fd");
+	cs = client(&sa);
+	CHECK(cs >= 0, "connect: %s", strerror(errno));
+	CHECK(reap(&ring, 1, res, 1) == 0, "no accept completion");
+	CHECK(res[0] == -EBUSY, "accept whose fd was taken meanwhile: %s",
+	      res_str(res[0]));
+	CHECK(fd_ino(fd) == path_ino("/dev/null"), "fd %d was replaced", fd);
+	as = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	CHECK(as >= 0, "the connection was consumed: %s", strerror(errno));
 	return TAP_PASS;
 }
 
@@ -730,6 +797,11 @@ static const struct tap_test tests[] = {
 	{ "accept into fd 0", test_accept_fd_zero, HAVE_URING_ACCEPT_FD },
 	{ "accept into an open fd is EBUSY; the open fd is untouched",
 	  test_accept_busy_fd, HAVE_URING_ACCEPT_FD },
+	{ "accept at (u32)-1 takes the lowest fd; at RLIMIT_NOFILE it is EBADF",
+	  test_accept_any_and_ebadf, HAVE_URING_ACCEPT_FD },
+	{ "a waiting accept holds no fd; taken meanwhile, it fails EBUSY",
+	  test_accept_waiting_holds_nothing,
+	  HAVE_URING_ACCEPT_FD | HAVE_OPENAT2_FD },
 	{ "accept with the flag plus multishot or file_index is EINVAL",
 	  test_accept_invalid, HAVE_URING_ACCEPT_FD },
 	{ "accept with a non-zero len but without the flag is EINVAL",
@@ -790,6 +862,7 @@ int main(void)
 		{ HAVE_URING_ACCEPT_FD,
 		  "IORING_ACCEPT_SPECIFIC_FD not supported by this kernel" },
 		{ HAVE_MIN_FD, MISSING_MIN_FD },
+		{ HAVE_OPENAT2_FD, MISSING_OPENAT2_FD },
 	};
 	unsigned int have;
 	int status;
