@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -132,6 +135,7 @@ static int test_sockets_skip(void)
 static int test_pipes_and_others_skip(void)
 {
 	int min = 35, p[2], fd;
+	sigset_t mask;
 
 	CHECK(min_fd_raise(min) == 0, "prctl: %s", strerror(errno));
 	CHECK(pipe(p) == 0, "pipe: %s", strerror(errno));
@@ -152,6 +156,13 @@ static int test_pipes_and_others_skip(void)
 	fd = memfd_create("min-fd", 0);
 	if (fd >= 0 || errno != ENOSYS)
 		CHECK_LOWEST("memfd_create", fd, min);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGUSR1);
+	fd = signalfd(-1, &mask, 0);
+	CHECK_LOWEST("signalfd", fd, min);
+	fd = syscall(SYS_pidfd_open, getpid(), 0);
+	if (fd >= 0 || errno != ENOSYS)
+		CHECK_LOWEST("pidfd_open", fd, min);
 	return TAP_PASS;
 }
 
@@ -446,7 +457,7 @@ static const struct tap_test tests[] = {
 	  test_dup_skips, HAVE_MIN_FD },
 	{ "socket, socketpair, accept4 skip the reserved range",
 	  test_sockets_skip, HAVE_MIN_FD },
-	{ "pipe, pipe2, eventfd, epoll, timerfd, inotify, memfd skip the range",
+	{ "pipe, pipe2, eventfd, epoll, timerfd, inotify, memfd, signalfd, pidfd skip it",
 	  test_pipes_and_others_skip, HAVE_MIN_FD },
 	{ "SCM_RIGHTS receive skips the reserved range", test_scm_rights_skips,
 	  HAVE_MIN_FD },
