@@ -163,7 +163,7 @@ static void log_response(struct conn *c)
 	STAT_ADD(w, bytes_sent, c->bytes_sent);
 	access_log_write(w->srv->access_log, (struct sockaddr *)&c->peer,
 			 c->have_req ? &c->req : NULL, c->plan.status,
-			 c->bytes_sent, time(NULL));
+			 respond_body_bytes(&c->plan, c->bytes_sent), time(NULL));
 }
 
 /* The response is out: log it, then either close or go back to reading

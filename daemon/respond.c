@@ -60,6 +60,7 @@ static void plan_init(struct response_plan *plan, bool keep_alive)
 	plan->status = 0;
 	plan->keep_alive = keep_alive;
 	plan->head_len = 0;
+	plan->body_inline = 0;
 	plan->send_file = false;
 	plan->offset = 0;
 	plan->length = 0;
@@ -107,8 +108,16 @@ static int render_status(struct response_plan *plan, int status,
 	plan_drop_fd(plan);
 	plan->status = status;
 	plan->head_len = (size_t)n;
+	plan->body_inline = head_only ? 0 : blen;
 	plan->send_file = false;
 	return 0;
+}
+
+uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent)
+{
+	uint64_t head = plan->head_len - plan->body_inline;
+
+	return sent > head ? sent - head : 0;
 }
 
 int respond_error(const struct orcd_config *cfg, int status, time_t now,
@@ -268,6 +277,7 @@ int respond_plan(const struct orcd_config *cfg, const struct http_request *req,
 			memcpy(buf + n, body, blen);
 		plan->status = 416;
 		plan->head_len = (size_t)n + (head ? 0 : blen);
+		plan->body_inline = head ? 0 : blen;
 		return 0;
 	} else {
 		r.content_length = (int64_t)plan->meta.size;

@@ -30,6 +30,7 @@ struct response_plan {
 	int status;
 	bool keep_alive;	/* connection stays open after this response */
 	size_t head_len;	/* bytes rendered at the start of buf */
+	size_t body_inline;	/* of head_len, bytes that are an error body */
 	bool send_file;		/* a body comes from the file below */
 	uint64_t offset;	/* first byte of the file to send */
 	uint64_t length;	/* bytes of the file to send (may be 0) */
@@ -64,6 +65,12 @@ int respond_lookup(int root_fd, const char *relpath, struct file_meta *meta,
 int respond_plan(const struct orcd_config *cfg, const struct http_request *req,
 		 time_t now, unsigned flags, char *buf, size_t cap,
 		 struct response_plan *plan);
+
+/*
+ * Body bytes among `sent` bytes written for this plan (head excluded), for
+ * the access log's combined format, which counts the body only.
+ */
+uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent);
 
 /*
  * Render an error response not tied to a parsed request (parse errors,

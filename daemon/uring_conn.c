@@ -413,7 +413,9 @@ static void log_response(struct uconn *c)
 		access_log_write(w->srv->access_log,
 				 (struct sockaddr *)&c->peer,
 				 c->have_req ? &c->req : NULL, status,
-				 c->bytes_sent, c->uw->now);
+				 respond_body_bytes(&c->resp->plan,
+						    c->bytes_sent),
+				 c->uw->now);
 }
 
 static void response_release(struct uconn *c)
