@@ -42,8 +42,12 @@ static void direct_prep_open(struct io_uring_sqe *sqe, int dfd,
 			     int slot)
 {
 	/* No O_CLOEXEC for the same reason; a direct descriptor is never
-	 * in the fd table anyway. */
-	how->flags = O_RDONLY | O_NOCTTY | O_NONBLOCK;
+	 * in the fd table anyway. No O_NONBLOCK either: 6.1 marks reads of
+	 * an O_NONBLOCK regular file REQ_F_NOWAIT unless its superblock has
+	 * a nowait block device (not tmpfs, overlayfs, NFS), and a page
+	 * cache miss then completes the read with -EAGAIN: a spurious short
+	 * read that would cancel the chain. */
+	how->flags = O_RDONLY | O_NOCTTY;
 	io_uring_prep_rw(IORING_OP_OPENAT2, sqe, dfd, path,
 			 ORCD_OPEN_HOW_SIZE_VER0, (uint64_t)(uintptr_t)how);
 	__io_uring_set_target_fixed_file(sqe, (unsigned)slot);
@@ -73,8 +77,7 @@ static void specific_prep_open(struct io_uring_sqe *sqe, int dfd,
 			       const char *path, struct orcd_open_how *how,
 			       int slot)
 {
-	how->flags = O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC |
-		     ORCD_O_SPECIFIC_FD;
+	how->flags = O_RDONLY | O_NOCTTY | O_CLOEXEC | ORCD_O_SPECIFIC_FD;
 	how->fd = (uint32_t)slot;
 	io_uring_prep_rw(IORING_OP_OPENAT2, sqe, dfd, path,
 			 ORCD_OPEN_HOW_SIZE_VER1, (uint64_t)(uintptr_t)how);
@@ -206,6 +209,27 @@ static int probe_ring(struct io_uring *ring, char *why, size_t cap)
 	return 0;
 }
 
+/*
+ * An empty registered-file table of n slots. IORING_RSRC_REGISTER_SPARSE
+ * is 5.19+; 5.15..5.18 accept a table of -1 entries instead.
+ */
+static int register_sparse(struct io_uring *ring, unsigned n)
+{
+	int r = io_uring_register_files_sparse(ring, n);
+
+	if (r == -EINVAL) {
+		int *fds = malloc(n * sizeof(*fds));
+
+		if (!fds)
+			return -ENOMEM;
+		for (unsigned i = 0; i < n; i++)
+			fds[i] = -1;
+		r = io_uring_register_files(ring, fds, n);
+		free(fds);
+	}
+	return r;
+}
+
 static int direct_probe(const struct orcd_config *cfg, char *why, size_t cap)
 {
 	struct io_uring ring;
@@ -215,7 +239,7 @@ static int direct_probe(const struct orcd_config *cfg, char *why, size_t cap)
 	r = probe_ring(&ring, why, cap);
 	if (r)
 		return r;
-	r = io_uring_register_files_sparse(&ring, 4);
+	r = register_sparse(&ring, 4);
 	io_uring_queue_exit(&ring);
 	if (r) {
 		snprintf(why, cap, "no sparse registered files: %s",
@@ -480,8 +504,9 @@ static void wake_arm(struct uring_worker *uw)
 
 	if (!sqe)
 		return;
-	/* A poll, not a read: the eventfd is O_NONBLOCK, and a read on a
-	 * non-blocking file may complete with -EAGAIN instead of waiting. */
+	/* A poll, then one read(2) when it fires: wake-ups are rare, and
+	 * this does not depend on how a kernel treats a read of an
+	 * O_NONBLOCK eventfd (the server creates it non-blocking). */
 	io_uring_prep_poll_add(sqe, uw->w->wake_fd, POLLIN);
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&uw->wake);
 	uw->wake.armed = true;
@@ -750,7 +775,7 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 		return r;
 	}
 	if (fl == &uring_flavor_direct) {
-		r = io_uring_register_files_sparse(&uw->ring, n);
+		r = register_sparse(&uw->ring, n);
 		if (r) {
 			log_msg(LOG_ERR,
 				"worker %u: register %u sparse files: %s",
