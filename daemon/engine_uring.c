@@ -317,7 +317,7 @@ static int specific_probe(const struct orcd_config *cfg, char *why,
  */
 static int specific_setup(struct orcd_server *srv, char *err, size_t cap)
 {
-	struct orcd_config *cfg = atomic_load(&srv->cfg);
+	struct orcd_config *cfg = srv->cfg;
 	unsigned long n = (unsigned long)cfg->slots * srv->n_workers;
 	struct rlimit rl;
 	int base;
