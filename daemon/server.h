@@ -55,8 +55,18 @@ struct orcd_worker {
 	int wake_fd;		/* eventfd: the main thread signals reload/stop */
 	struct orcd_config *cfg; /* this worker's reference, refreshed on wake */
 	struct orcd_stats stats;
+	/* Bumped by the engine on every turn of its event loop (and at
+	 * least once a second when idle): the main thread pings the
+	 * systemd watchdog only while every worker's count moves. */
+	_Atomic uint64_t heartbeat;
+	_Atomic bool done;	/* run() returned */
 	int result;		/* engine run() return value */
 };
+
+static inline void server_heartbeat(struct orcd_worker *w)
+{
+	atomic_fetch_add_explicit(&w->heartbeat, 1, memory_order_relaxed);
+}
 
 struct orcd_server {
 	const struct orcd_engine *engine;
