@@ -460,3 +460,9 @@ def run_serverless():
         sys.stdout.flush()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
+
+
+# tests/qemu/daemon-tests points the suite at orcd in the QEMU guest.
+if os.environ.get("ORCD_GUEST_AGENT"):
+    import orcdguest
+    orcdguest.install(sys.modules[__name__])

@@ -3,8 +3,9 @@
 #
 # usage: tests/qemu/boot.sh --kernel BZIMAGE --initrd CPIO [--log FILE] [--timeout S]
 #          [--hostfwd tcp:127.0.0.1:HOSTPORT-:GUESTPORT]... [--append ARGS]
-#          [--mem MB] [--smp N] [--accel auto|kvm|tcg] [--quiet]
+#          [--mem MB] [--smp N] [--accel auto|kvm|tcg] [--quiet] [--share DIR]
 #
+# - --share DIR exports DIR to the guest over 9p (virtio, mount tag "share").
 # - Networking is QEMU user mode (virtio-net) with restrict=on: the guest reaches
 #   nothing outside; only the --hostfwd rules, bound to 127.0.0.1, come in.
 # - --accel auto (default) uses KVM only if a short probe boot under KVM reaches
@@ -25,6 +26,7 @@ usage() { sed -n '4,6p' "$0" | sed 's/^# //' >&2; exit 2; }
 
 kernel= initrd= logf= timeout=600 append= mem=512 smp=2 accel=auto quiet=0
 fwds=()
+share_args=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=${2:?}; shift ;;
@@ -37,6 +39,10 @@ while [ $# -gt 0 ]; do
 	--smp) smp=${2:?}; shift ;;
 	--accel) accel=${2:?}; shift ;;
 	--quiet) quiet=1 ;;
+	--share)
+		[ -d "${2:?}" ] || die "--share: no such directory: $2"
+		share_args=(-virtfs "local,path=$2,mount_tag=share,security_model=none,id=share")
+		shift ;;
 	-h|--help) usage ;;
 	*) die "unknown argument $1" ;;
 	esac
@@ -106,7 +112,7 @@ timeout -k 5 "$timeout" "$qemu" "${accel_args[@]}" -m "$mem" -smp "$smp" \
 	-kernel "$kernel" -initrd "$initrd" \
 	-append "console=ttyS0 panic=-1 $append" \
 	-netdev "$netdev" -device virtio-net-pci,netdev=net0 \
-	-device virtio-rng-pci \
+	-device virtio-rng-pci "${share_args[@]}" \
 	</dev/null 2>&1 | if [ $quiet = 1 ]; then cat >>"$logf"; else tee -a "$logf"; fi
 rc=${PIPESTATUS[0]}
 set -e -o pipefail

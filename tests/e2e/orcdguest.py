@@ -1,0 +1,156 @@
+"""Run the e2e suite against orcd inside the QEMU guest.
+
+tests/qemu/daemon-tests boots the guest with the host's temporary folder
+shared over 9p at the same path, forwards a pool of 127.0.0.1 ports to the
+same port numbers in the guest, and runs each test program with:
+  ORCD_GUEST_AGENT=PORT        the guest's control agent (127.0.0.1:PORT)
+  ORCD_GUEST_PORTS=P1,P2,...   forwarded ports, handed out by free_port()
+  ORCD_GUEST_BIN=/usr/sbin/orcd
+  TMPDIR=<shared folder>
+install() then swaps orcdtest.Orcd for GuestOrcd: the same files and configs
+(paths are identical on both sides), but orcd runs in the guest, started,
+signalled and inspected through the agent. Addresses in configs are widened
+from 127.0.0.1 to 0.0.0.0 in the guest, since QEMU delivers forwarded
+connections to the guest's eth0 address; the host still only uses 127.0.0.1.
+"""
+
+import itertools
+import os
+import re
+import shlex
+import signal
+import socket
+import time
+
+AGENT_PORT = int(os.environ.get("ORCD_GUEST_AGENT", "0") or 0)
+PORTS = [int(p) for p in os.environ.get("ORCD_GUEST_PORTS", "").split(",") if p]
+GUEST_BIN = os.environ.get("ORCD_GUEST_BIN", "/usr/sbin/orcd")
+_ports = itertools.cycle(PORTS) if PORTS else None
+
+
+def agent(cmd, timeout=120):
+    """(exit status, output) of a shell command run in the guest."""
+    with socket.create_connection(("127.0.0.1", AGENT_PORT),
+                                  timeout=timeout) as s:
+        s.sendall(cmd.encode() + b"\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    text = data.decode("utf-8", "replace")
+    m = re.search(r"ORCD-AGENT-EXIT: (\d+)\s*$", text)
+    if not m:
+        raise OSError("guest agent gave no exit status: %r" % text[-200:])
+    return int(m.group(1)), text[:m.start()]
+
+
+def guest_free_port():
+    return next(_ports)
+
+
+def widen(text):
+    """127.0.0.1:PORT in listen directives/flags -> 0.0.0.0:PORT."""
+    return re.sub(r"127\.0\.0\.1:(\d+)", r"0.0.0.0:\1", text)
+
+
+class RemoteProc:
+    """The subset of subprocess.Popen the tests use, for a guest process."""
+
+    def __init__(self, args, log_path):
+        self.returncode = None
+        base = log_path + ".guest"
+        self.pidfile = base + ".pid"
+        self.rcfile = base + ".rc"
+        for f in (self.pidfile, self.rcfile):
+            if os.path.exists(f):
+                os.unlink(f)
+        cmd = " ".join(shlex.quote(a) for a in args)
+        script = ("ulimit -n 65536; %s </dev/null >%s 2>&1 & p=$!; echo $p >%s; "
+                  "wait $p; echo $? >%s"
+                  % (cmd, shlex.quote(log_path), shlex.quote(self.pidfile),
+                     shlex.quote(self.rcfile)))
+        rc, out = agent("(%s) >/dev/null 2>&1 &" % script.replace("\n", " "))
+        if rc != 0:
+            raise OSError("starting orcd in the guest failed: " + out)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with open(self.pidfile) as f:
+                    text = f.read().strip()
+                if text:
+                    self.pid = int(text)
+                    break
+            except FileNotFoundError:
+                pass
+            if time.monotonic() > deadline:
+                raise OSError("orcd in the guest never reported its pid")
+            time.sleep(0.05)
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                with open(self.rcfile) as f:
+                    text = f.read().strip()
+                if text:
+                    self.returncode = int(text)
+            except FileNotFoundError:
+                pass
+        return self.returncode
+
+    def send_signal(self, sig):
+        if self.poll() is None:
+            agent("kill -%d %d" % (int(sig), self.pid))
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                import subprocess
+                raise subprocess.TimeoutExpired("orcd (guest)", timeout)
+            time.sleep(0.05)
+        return self.returncode
+
+
+def install(orcdtest):
+    base = orcdtest.Orcd
+
+    class GuestOrcd(base):
+        def start(self):
+            with open(self.conf_path) as f:
+                conf = f.read()
+            with open(self.conf_path, "w") as f:
+                f.write(widen(conf))
+            args = [GUEST_BIN, "-c", self.conf_path] + \
+                [widen(a) for a in self.args]
+            self.stderr = open(os.devnull, "wb")
+            self.proc = RemoteProc(args, self.log_path)
+            orcdtest.wait_until(self._answers, 60,
+                                "orcd in the guest to answer on %s:%d"
+                                % self.addr)
+            self.fd_baseline = self.fd_count()
+            return self
+
+        def write_conf(self, extra=""):
+            base.write_conf(self, extra)
+            if getattr(self, "proc", None) is not None:
+                with open(self.conf_path) as f:
+                    conf = f.read()
+                with open(self.conf_path, "w") as f:
+                    f.write(widen(conf))
+
+        def fd_count(self):
+            rc, out = agent("ls /proc/%d/fd | wc -l" % self.proc.pid)
+            if rc != 0:
+                raise orcdtest.TestFailure("fd count in the guest: " + out)
+            return int(out.strip())
+
+    orcdtest.Orcd = GuestOrcd
+    orcdtest.free_port = guest_free_port
