@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: orcd serving the sample site while wrk drives it.
+#   ./demo.sh [options]          orcd on the patched kernel in QEMU, wrk on the host
 #   ./demo.sh --host [options]   orcd on this machine's kernel (quick)
 # Options:
-#   --engine auto|specific|direct|epoll   (default auto)
+#   --engine auto|specific|direct|epoll   (default specific in QEMU, auto on the host)
 #   --duration SECONDS                    wrk run time (default 10)
 #   --connections N                       wrk connections (default 64)
 #   --file PATH                           URL path wrk fetches (default /files/1k.bin)
@@ -11,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-mode=host engine=auto duration=10 conns=64 file=/files/1k.bin port=8080 keep=0
+mode=qemu engine= duration=10 conns=64 file=/files/1k.bin port=8080 keep=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--host) mode=host ;;
@@ -21,12 +22,19 @@ while [ $# -gt 0 ]; do
 	--file) file=$2; shift ;;
 	--port) port=$2; shift ;;
 	--keep) keep=1 ;;
-	-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,13p' "$0"; exit 0 ;;
 	*) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
 done
 
+if [ "$mode" = qemu ]; then
+	tests/install-deps.sh
+	exec tests/qemu/run-demo --engine "${engine:-specific}" --duration "$duration" \
+		--connections "$conns" --file "$file" --port "$port" \
+		$([ "$keep" = 1 ] && echo --keep)
+fi
+engine=${engine:-auto}
 cache=${ORCD_CACHE:-$HOME/.cache/orcd}
 tests/install-deps.sh --build
 command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk
