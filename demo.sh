@@ -38,12 +38,12 @@ engine=${engine:-auto}
 cache=${ORCD_CACHE:-$HOME/.cache/orcd}
 tests/install-deps.sh --build
 command -v wrk >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$(nproc)" >/dev/null
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-release -j "$(nproc)" --target orcd >/dev/null
 site=$(tests/site/build.sh "$cache/site")
 
 url="http://127.0.0.1:$port$file"
-build/orcd --root "$site" --listen "127.0.0.1:$port" --engine "$engine" \
+build-release/orcd --root "$site" --listen "127.0.0.1:$port" --engine "$engine" \
 	--threads 2 -c conf/orcd.conf &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT

@@ -59,7 +59,7 @@ def build_kernel(unpatched=False):
 
 
 def build_orcd(build_dir=None):
-    build_dir = build_dir or os.path.join(ROOT, "build")
+    build_dir = build_dir or os.path.join(ROOT, "build-release")
     run(["cmake", "-S", ROOT, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release"],
         stdout=subprocess.DEVNULL)
     run(["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 2),
