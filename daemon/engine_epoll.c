@@ -71,6 +71,7 @@ struct ep_worker {
 	ev_io wake_io;
 	ev_timer accept_retry;
 	ev_timer drain_timer;
+	ev_timer heartbeat;	/* proves the loop turns, for the watchdog */
 	struct conn *conns;	/* all open connections */
 	unsigned n_conns;
 	bool accepting;
@@ -438,6 +439,15 @@ static void on_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 	ev_break(loop, EVBREAK_ONE);
 }
 
+static void on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct ep_worker *ew = t->data;
+
+	(void)loop;
+	(void)revents;
+	server_heartbeat(ew->w);
+}
+
 static void begin_stop(struct ep_worker *ew)
 {
 	struct conn *c, *next;
@@ -505,6 +515,9 @@ static int epoll_run(struct orcd_worker *w)
 	ew.accept_retry.data = &ew;
 	ev_timer_init(&ew.drain_timer, on_drain_timeout, DRAIN_TIMEOUT, 0.);
 	ew.drain_timer.data = &ew;
+	ev_timer_init(&ew.heartbeat, on_heartbeat, 0., 1.);
+	ew.heartbeat.data = &ew;
+	ev_timer_start(ew.loop, &ew.heartbeat);
 	accept_set(&ew, true);
 	if (server_stopping(w))
 		begin_stop(&ew);

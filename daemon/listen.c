@@ -5,10 +5,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
+
+#include "log.h"
 
 #define LISTEN_BACKLOG 4096
 
@@ -40,37 +43,77 @@ int listen_open(const struct orcd_listen *l, char *err, size_t cap)
 	return fd;
 }
 
-int listen_passed(int *fds, unsigned max, char *err, size_t cap)
+static void free_names(char **names)
 {
-	int n = sd_listen_fds(1), i;
+	char **p;
 
+	for (p = names; p && *p; p++)
+		free(*p);
+	free(names);
+}
+
+/* Checks one passed fd; 0, or -errno with err set. */
+static int passed_fd_ready(int fd, const char *name, char *err, size_t cap)
+{
+	if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+		snprintf(err, cap,
+			 "socket activation: fd %d (%s) is not a listening stream socket",
+			 fd, name);
+		return -EINVAL;
+	}
+	/* Workers share these sockets: a blocking accept could hang on a
+	 * connection another worker already took. */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC)) {
+		int e = -errno;
+
+		snprintf(err, cap, "socket activation: fd %d (%s): %s", fd,
+			 name, strerror(errno));
+		return e;
+	}
+	return 0;
+}
+
+int listen_passed(int *fds, unsigned max, int *metrics_fd, char *err,
+		  size_t cap)
+{
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names), i, e = 0;
+	unsigned got = 0;
+
+	*metrics_fd = -1;
 	if (n < 0) {
 		snprintf(err, cap, "socket activation: %s", strerror(-n));
 		return n;
 	}
-	if ((unsigned)n > max) {
-		snprintf(err, cap, "socket activation: %d sockets, at most %u",
-			 n, max);
-		return -E2BIG;
-	}
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && !e; i++) {
 		int fd = SD_LISTEN_FDS_START + i;
+		const char *name = names && names[i] ? names[i] : "unknown";
 
-		if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+		e = passed_fd_ready(fd, name, err, cap);
+		if (e)
+			break;
+		if (!strcmp(name, LISTEN_METRICS_NAME)) {
+			if (*metrics_fd >= 0) {
+				snprintf(err, cap,
+					 "socket activation: fds %d and %d are both named %s",
+					 *metrics_fd, fd, name);
+				e = -EINVAL;
+			}
+			*metrics_fd = fd;
+			continue;
+		}
+		if (got == max) {
 			snprintf(err, cap,
-				 "socket activation: fd %d is not a listening stream socket",
-				 fd);
-			return -EINVAL;
+				 "socket activation: more than %u HTTP sockets",
+				 max);
+			e = -E2BIG;
+			break;
 		}
-		/* Workers share these sockets: a blocking accept could
-		 * hang on a connection another worker already took. */
-		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) ||
-		    fcntl(fd, F_SETFD, FD_CLOEXEC)) {
-			snprintf(err, cap, "socket activation: fd %d: %s", fd,
-				 strerror(errno));
-			return -errno;
-		}
-		fds[i] = fd;
+		fds[got++] = fd;
+		log_msg(LOG_INFO, "socket activation: fd %d (%s) serves HTTP",
+			fd, name);
 	}
-	return n;
+	free_names(names);
+	return e ? e : (int)got;
 }

@@ -12,11 +12,17 @@
  */
 int listen_open(const struct orcd_listen *l, char *err, size_t cap);
 
+/* FileDescriptorName= of a passed socket that serves the metrics page. */
+#define LISTEN_METRICS_NAME "metrics"
+
 /*
- * Sockets passed by systemd (LISTEN_FDS), checked to be listening stream
- * sockets. Returns how many (0 when not socket-activated) and stores them
- * in fds, or -errno with err set.
+ * Sockets passed by systemd (LISTEN_FDS, LISTEN_FDNAMES), checked to be
+ * listening stream sockets and made non-blocking. The one named
+ * LISTEN_METRICS_NAME goes to *metrics_fd (-1 when there is none); every
+ * other name serves HTTP. Returns how many HTTP sockets were stored in
+ * fds (0 when not socket-activated), or -errno with err set.
  */
-int listen_passed(int *fds, unsigned max, char *err, size_t cap);
+int listen_passed(int *fds, unsigned max, int *metrics_fd, char *err,
+		  size_t cap);
 
 #endif

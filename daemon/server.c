@@ -115,6 +115,7 @@ static void *worker_main(void *arg)
 	uint64_t one = 1;
 
 	w->result = w->srv->engine->run(w);
+	atomic_store(&w->done, true);
 	if (w->result < 0)
 		log_msg(LOG_ERR, "worker %u: engine %s failed: %s", w->id,
 			w->srv->engine->name, strerror(-w->result));
@@ -220,17 +221,93 @@ static void notify_status(struct orcd_server *s)
 		   (unsigned long long)t.requests);
 }
 
+static uint64_t mono_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/*
+ * The systemd watchdog: every half interval, ping only when every worker's
+ * loop has turned since the last look (a finished worker counts as alive).
+ * The main thread alone proves nothing: it would go on pinging while a
+ * worker hangs. Engines turn at least once a second when idle, so
+ * WatchdogSec must be at least 3s.
+ */
+struct watchdog {
+	uint64_t half_usec;	/* 0: no watchdog */
+	uint64_t next;		/* CLOCK_MONOTONIC usec of the next look */
+	uint64_t *seen;		/* heartbeat per worker at the last look */
+};
+
+static void watchdog_init(struct watchdog *wd, unsigned n_workers)
+{
+	uint64_t usec = 0;
+
+	memset(wd, 0, sizeof(*wd));
+	if (sd_watchdog_enabled(0, &usec) <= 0 || !usec)
+		return;
+	wd->seen = calloc(n_workers, sizeof(*wd->seen));
+	if (!wd->seen) {
+		log_msg(LOG_ERR, "watchdog: out of memory; not pinging");
+		return;
+	}
+	wd->half_usec = usec / 2;
+	wd->next = mono_usec() + wd->half_usec;
+	if (usec < 3000000)
+		log_msg(LOG_WARNING,
+			"WatchdogSec=%llums is shorter than 3s: an idle worker turns only once a second",
+			(unsigned long long)usec / 1000);
+}
+
+static void watchdog_check(struct watchdog *wd, const struct orcd_server *s)
+{
+	bool alive = true;
+	unsigned k;
+
+	if (!wd->half_usec || mono_usec() < wd->next)
+		return;
+	wd->next = mono_usec() + wd->half_usec;
+	for (k = 0; k < s->n_workers; k++) {
+		uint64_t hb = atomic_load_explicit(&s->workers[k].heartbeat,
+						   memory_order_relaxed);
+
+		if (hb == wd->seen[k] && !atomic_load(&s->workers[k].done)) {
+			log_msg(LOG_WARNING,
+				"watchdog: worker %u's loop has not turned in %llums; not pinging",
+				k, (unsigned long long)wd->half_usec / 1000);
+			alive = false;
+		}
+		wd->seen[k] = hb;
+	}
+	if (alive)
+		sd_notify(0, "WATCHDOG=1");
+}
+
+/* Until the next look at the watchdog, at most a second (STATUS=). */
+static int poll_timeout_ms(const struct watchdog *wd)
+{
+	uint64_t now = mono_usec();
+
+	if (!wd->half_usec)
+		return 1000;
+	if (wd->next <= now)
+		return 0;
+	return wd->next - now < 1000000 ? (int)((wd->next - now + 999) / 1000) :
+					  1000;
+}
+
 /* Wait for signals and worker exits; returns the process exit code. */
 static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		     int sig_fd, int done_fd, int metrics_fd)
 {
-	uint64_t watchdog_usec = 0;
-	int timeout_ms = 1000;
+	struct watchdog wd;
 	unsigned done = 0;
 	int rc = 0;
 
-	if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec)
-		timeout_ms = (int)(watchdog_usec / 2000);
+	watchdog_init(&wd, s->n_workers);
 	while (done < s->n_workers) {
 		struct pollfd p[3] = { { sig_fd, POLLIN, 0 },
 				       { done_fd, POLLIN, 0 },
@@ -238,13 +315,17 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		struct signalfd_siginfo si;
 		uint64_t v;
 
-		if (poll(p, metrics_fd >= 0 ? 3 : 2, timeout_ms) < 0 &&
-		    errno != EINTR)
-			return 1;
+		if (poll(p, metrics_fd >= 0 ? 3 : 2, poll_timeout_ms(&wd)) < 0 &&
+		    errno != EINTR) {
+			log_msg(LOG_ERR, "poll: %s; stopping", strerror(errno));
+			rc = 1;
+			atomic_store(&s->stopping, true);
+			wake_workers(s);
+			break;
+		}
 		if (metrics_fd >= 0 && (p[2].revents & POLLIN))
 			metrics_serve(s, metrics_fd);
-		if (watchdog_usec)
-			sd_notify(0, "WATCHDOG=1");
+		watchdog_check(&wd, s);
 		if (p[1].revents & POLLIN && read(done_fd, &v, sizeof(v)) > 0) {
 			done += (unsigned)v;
 			if (!atomic_load(&s->stopping)) {
@@ -280,14 +361,19 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 			break;
 		}
 	}
+	free(wd.seen);
 	return rc;
 }
 
-static int open_listeners(struct orcd_server *s, char *err, size_t cap)
+/* Passed sockets when socket-activated (*metrics_passed: the one named
+ * "metrics", or -1), else one SO_REUSEPORT set per worker. */
+static int open_listeners(struct orcd_server *s, int *metrics_passed,
+			  char *err, size_t cap)
 {
 	const struct orcd_config *c = s->cfg;
 	int passed[ORCD_MAX_LISTEN];
-	int n = listen_passed(passed, ORCD_MAX_LISTEN, err, cap);
+	int n = listen_passed(passed, ORCD_MAX_LISTEN, metrics_passed, err,
+			      cap);
 	unsigned i, k;
 
 	if (n < 0)
@@ -365,11 +451,17 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		goto out;
 	}
 
-	if (open_listeners(&s, err, sizeof(err))) {
+	if (open_listeners(&s, &metrics_fd, err, sizeof(err))) {
 		log_msg(LOG_ERR, "%s", err);
 		goto out;
 	}
-	if (cfg->metrics) {
+	if (metrics_fd >= 0 && !cfg->metrics) {
+		log_msg(LOG_WARNING,
+			"socket activation: fd %d is named metrics but metrics is off; closing it",
+			metrics_fd);
+		close(metrics_fd);
+		metrics_fd = -1;
+	} else if (cfg->metrics && metrics_fd < 0) {
 		metrics_fd = listen_open(&cfg->metrics_listen, err, sizeof(err));
 		if (metrics_fd < 0) {
 			log_msg(LOG_ERR, "metrics: %s", err);
