@@ -641,6 +641,7 @@ static int uring_loop(struct uring_worker *uw)
 		struct io_uring_cqe *cqe;
 		int r;
 
+		server_heartbeat(uw->w); /* `tick` bounds an idle turn */
 		run_deferred(uw);
 		accept_refill(uw);
 		if (uw->fatal)
