@@ -401,6 +401,88 @@ void uring_slot_freed(struct uring_worker *uw, int slot)
 	}
 }
 
+/*
+ * Close a slot nothing else refers to (a socket we could not take on);
+ * its slot comes back with the CQE, like every other.
+ */
+void uring_close_orphan(struct uring_worker *uw, int slot)
+{
+	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+
+	if (!sqe) {
+		/* No SQ room even after submitting: leaking one slot is
+		 * safer than reusing it before its close. */
+		log_msg(LOG_ERR, "worker %u: slot %d leaked (SQ full)",
+			uw->w->id, slot);
+		return;
+	}
+	uw->fl->prep_close(sqe, slot);
+	io_uring_sqe_set_data64(sqe, ((uint64_t)(uint32_t)slot << 32) |
+					     URING_ORPHAN_TAG);
+}
+
+/* ---- provided buffers for first recvs ---- */
+
+#define BR_ENTRIES 256
+#define BR_SIZE 4096
+
+void uring_br_recycle(struct uring_worker *uw, unsigned bid)
+{
+	io_uring_buf_ring_add(uw->br, uw->br_bufs + (size_t)bid * uw->br_size,
+			      uw->br_size, (unsigned short)bid,
+			      io_uring_buf_ring_mask(uw->br_n), 0);
+	io_uring_buf_ring_advance(uw->br, 1);
+}
+
+/* Not fatal when it fails: connections then keep their own buffers.
+ * ORCD_URING_PBUFS (a power of two) shrinks the ring for tests that want
+ * to see it run dry. */
+static void br_setup(struct uring_worker *uw)
+{
+	const char *env = getenv("ORCD_URING_PBUFS");
+	unsigned n = BR_ENTRIES, size = BR_SIZE;
+	size_t ring_bytes;
+	struct io_uring_buf_reg reg = { 0 };
+	void *ring;
+	int r;
+
+	if (env && *env) {
+		n = (unsigned)strtoul(env, NULL, 10);
+		if (!n || n > 32768 || (n & (n - 1)))
+			n = BR_ENTRIES;
+	}
+	ring_bytes = n * sizeof(struct io_uring_buf);
+	if (size > uw->w->cfg->max_header_bytes)
+		size = uw->w->cfg->max_header_bytes;
+	if (posix_memalign(&ring, 4096, ring_bytes))
+		return;
+	uw->br_bufs = malloc((size_t)n * size);
+	if (!uw->br_bufs) {
+		free(ring);
+		return;
+	}
+	memset(ring, 0, ring_bytes);
+	reg.ring_addr = (uint64_t)(uintptr_t)ring;
+	reg.ring_entries = n;
+	reg.bgid = URING_BGID;
+	r = io_uring_register_buf_ring(&uw->ring, &reg, 0);
+	if (r) {
+		free(ring);
+		free(uw->br_bufs);
+		uw->br_bufs = NULL;
+		return;
+	}
+	uw->br = ring;
+	uw->br_n = n;
+	uw->br_size = size;
+	io_uring_buf_ring_init(uw->br);
+	for (unsigned i = 0; i < n; i++)
+		io_uring_buf_ring_add(uw->br, uw->br_bufs + (size_t)i * size,
+				      size, (unsigned short)i,
+				      io_uring_buf_ring_mask(n), (int)i);
+	io_uring_buf_ring_advance(uw->br, n);
+}
+
 /* ---- accepts ---- */
 
 static void accept_arm(struct uacceptor *a)
@@ -584,11 +666,16 @@ static void wake_done(struct uring_worker *uw, int res)
 		wake_arm(uw);
 }
 
-static void dispatch(struct uring_worker *uw, uint64_t data, int res)
+static void dispatch(struct uring_worker *uw, uint64_t data, int res,
+		     unsigned cflags)
 {
 	void *obj = (void *)(uintptr_t)(data & ~URING_STEP_MASK);
 	unsigned step = (unsigned)(data & URING_STEP_MASK);
 
+	if (step == URING_ORPHAN_TAG) {
+		uring_slot_freed(uw, (int)(data >> 32));
+		return;
+	}
 	if (!obj)
 		return; /* cancels and fillers */
 	switch (*(uint8_t *)obj) {
@@ -604,7 +691,7 @@ static void dispatch(struct uring_worker *uw, uint64_t data, int res)
 			drain_expired(uw);
 		break;
 	case UOP_CONN:
-		uconn_handle_cqe(obj, (enum ustep)step, res);
+		uconn_handle_cqe(obj, (enum ustep)step, res, cflags);
 		break;
 	}
 }
@@ -668,6 +755,7 @@ static int uring_loop(struct uring_worker *uw)
 			struct io_uring_cqe *cqes[64];
 			uint64_t data[64];
 			int res[64];
+			unsigned flags[64];
 			unsigned n = io_uring_peek_batch_cqe(&uw->ring, cqes, 64);
 
 			if (!n)
@@ -675,12 +763,13 @@ static int uring_loop(struct uring_worker *uw)
 			for (unsigned i = 0; i < n; i++) {
 				data[i] = cqes[i]->user_data;
 				res[i] = cqes[i]->res;
+				flags[i] = cqes[i]->flags;
 			}
 			/* Give the CQ back before handling, so a kernel
 			 * holding overflowed CQEs can flush them. */
 			io_uring_cq_advance(&uw->ring, n);
 			for (unsigned i = 0; i < n; i++)
-				dispatch(uw, data[i], res[i]);
+				dispatch(uw, data[i], res[i], flags[i]);
 		}
 	}
 }
@@ -701,6 +790,8 @@ static void uring_cleanup(struct uring_worker *uw)
 				close(uw->acc[i].slot); /* if it landed */
 	}
 	io_uring_queue_exit(&uw->ring);
+	free(uw->br);
+	free(uw->br_bufs);
 	uconn_free_all(uw);
 	free(uw->acc);
 	slots_destroy(&uw->slots);
@@ -787,6 +878,7 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 			return r;
 		}
 	}
+	br_setup(uw);
 	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
 	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));
 	if (!uw->acc) {

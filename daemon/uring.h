@@ -45,6 +45,8 @@ struct orcd_open_how {
  */
 #define URING_ALIGN 64
 #define URING_STEP_MASK ((uint64_t)URING_ALIGN - 1)
+/* A close with no object behind it: the slot is in the upper 32 bits. */
+#define URING_ORPHAN_TAG URING_STEP_MASK
 
 enum uop_kind {
 	UOP_ACCEPT = 1,
@@ -187,6 +189,16 @@ struct uring_worker {
 	unsigned n_conns;
 	struct uconn *free_conns;
 	struct uresp *free_resps;
+	/* Request buffers not held by a connection (next pointer inside). */
+	char *free_ins;
+	unsigned n_free_ins, n_free_resps; /* pools are capped: memory
+					    * follows load back down */
+	/* Provided-buffer ring for recvs with nothing buffered yet, so an
+	 * idle keep-alive connection holds no buffer (5.19+; else each
+	 * connection keeps its own). */
+	struct io_uring_buf_ring *br;
+	char *br_bufs;
+	unsigned br_n, br_size;
 	struct uconn *deferred;	/* waiting for SQ room (via next) */
 	unsigned chains_inflight;
 	bool stopping;
@@ -199,12 +211,16 @@ struct uring_worker {
 struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need);
 void uring_sync_slot_stats(struct uring_worker *uw);
 void uring_slot_freed(struct uring_worker *uw, int slot);
+void uring_close_orphan(struct uring_worker *uw, int slot);
+void uring_br_recycle(struct uring_worker *uw, unsigned bid);
+#define URING_BGID 1
 
 /* uring_conn.c */
 void uconn_defer(struct uconn *c, void (*retry)(struct uconn *c));
 struct uconn *uconn_new(struct uring_worker *uw, int sock,
 			const struct sockaddr_storage *peer, socklen_t plen);
-void uconn_handle_cqe(struct uconn *c, enum ustep st, int res);
+void uconn_handle_cqe(struct uconn *c, enum ustep st, int res,
+		      unsigned cflags);
 void uconn_input(struct uconn *c);
 void uconn_close(struct uconn *c, bool abortive);
 void uconn_stop(struct uconn *c);

@@ -22,6 +22,8 @@
 /* A lingering close drains at most this much, for at most LINGER_MS. */
 #define LINGER_BYTES (64u * 1024)
 #define LINGER_MS 2000
+/* Free buffers kept for reuse; beyond this they go back to malloc. */
+#define POOL_MAX 64
 /* The output buffer must hold any head respond_plan renders. */
 #define RESP_MIN_CAP 4096
 
@@ -55,6 +57,7 @@ static struct uresp *resp_get(struct uring_worker *uw)
 		cap = RESP_MIN_CAP;
 	while ((r = uw->free_resps)) {
 		uw->free_resps = r->next;
+		uw->n_free_resps--;
 		if (r->cap == cap)
 			return r;
 		free(r); /* buffer_size changed on reload */
@@ -67,37 +70,74 @@ static struct uresp *resp_get(struct uring_worker *uw)
 
 static void resp_put(struct uring_worker *uw, struct uresp *r)
 {
+	if (uw->n_free_resps >= POOL_MAX) {
+		free(r);
+		return;
+	}
+	uw->n_free_resps++;
 	r->next = uw->free_resps;
 	uw->free_resps = r;
+}
+
+/* The connection's request buffer, from the pool if one is free. */
+static bool in_get(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+	size_t cap = uw->w->cfg->max_header_bytes;
+
+	if (c->in)
+		return true;
+	while (uw->free_ins) {
+		char *b = uw->free_ins;
+
+		memcpy(&uw->free_ins, b, sizeof(char *));
+		uw->n_free_ins--;
+		if (*(size_t *)(b + sizeof(char *)) == cap) {
+			c->in = b;
+			c->in_cap = cap;
+			return true;
+		}
+		free(b); /* max_header_bytes changed on reload */
+	}
+	c->in = malloc(cap < 2 * sizeof(char *) ? 2 * sizeof(char *) : cap);
+	c->in_cap = cap;
+	return c->in != NULL;
+}
+
+/* Give the request buffer back while nothing is buffered in it. */
+static void in_put(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+
+	if (!c->in)
+		return;
+	if (uw->n_free_ins >= POOL_MAX) {
+		free(c->in);
+		c->in = NULL;
+		return;
+	}
+	uw->n_free_ins++;
+	memcpy(c->in, &uw->free_ins, sizeof(char *));
+	memcpy(c->in + sizeof(char *), &c->in_cap, sizeof(size_t));
+	uw->free_ins = c->in;
+	c->in = NULL;
 }
 
 struct uconn *uconn_new(struct uring_worker *uw, int sock,
 			const struct sockaddr_storage *peer, socklen_t plen)
 {
-	size_t cap = uw->w->cfg->max_header_bytes;
 	struct uconn *c = uw->free_conns;
 
-	if (c) {
+	if (c)
 		uw->free_conns = c->next;
-		if (c->in_cap != cap) {
-			free(c->in);
-			c->in = NULL;
-		}
-	} else {
+	else
 		c = aligned_alloc(URING_ALIGN, sizeof(*c));
-		if (!c)
-			goto fail;
-		c->in = NULL;
+	if (!c) {
+		/* Nothing can hold the socket (out of memory): close it. */
+		uring_close_orphan(uw, sock);
+		return NULL;
 	}
-	char *in = c->in;
-
 	memset(c, 0, sizeof(*c));
-	c->in = in ? in : malloc(cap);
-	if (!c->in) {
-		free(c);
-		goto fail;
-	}
-	c->in_cap = cap;
 	c->kind = UOP_CONN;
 	c->uw = uw;
 	c->sock = sock;
@@ -113,20 +153,6 @@ struct uconn *uconn_new(struct uring_worker *uw, int sock,
 	uw->n_conns++;
 	STAT_INC(uw->w, conns_open);
 	return c;
-fail:
-	/* Nothing can hold the socket: close it and give its slot back
-	 * synchronously (rare: out of memory). */
-	{
-		struct io_uring_sqe *sqe = uring_sqe(uw, 1);
-
-		if (sqe) {
-			uw->fl->prep_close(sqe, sock);
-			io_uring_sqe_set_data64(sqe, 0);
-			io_uring_submit_and_wait(&uw->ring, 0);
-		}
-		uring_slot_freed(uw, sock);
-	}
-	return NULL;
 }
 
 static void uconn_release(struct uconn *c)
@@ -147,6 +173,7 @@ static void uconn_release(struct uconn *c)
 		config_put(c->cfg);
 	c->resp = NULL;
 	c->cfg = NULL;
+	in_put(c);
 	c->next = uw->free_conns;
 	uw->free_conns = c;
 }
@@ -159,8 +186,13 @@ void uconn_free_all(struct uring_worker *uw)
 		struct uconn *c = uw->free_conns;
 
 		uw->free_conns = c->next;
-		free(c->in);
 		free(c);
+	}
+	while (uw->free_ins) {
+		char *b = uw->free_ins;
+
+		memcpy(&uw->free_ins, b, sizeof(char *));
+		free(b);
 	}
 	while (uw->free_resps) {
 		struct uresp *r = uw->free_resps;
@@ -228,8 +260,25 @@ static void batch_done(struct uconn *c)
 	}
 }
 
-void uconn_handle_cqe(struct uconn *c, enum ustep st, int res)
+void uconn_handle_cqe(struct uconn *c, enum ustep st, int res,
+		      unsigned cflags)
 {
+	if (cflags & IORING_CQE_F_BUFFER) {
+		/* A recv that picked a provided buffer: take the bytes now and
+		 * give the buffer straight back to the ring. */
+		struct uring_worker *uw = c->uw;
+		unsigned bid = cflags >> IORING_CQE_BUFFER_SHIFT;
+
+		if (res > 0 && c->state == CS_RECV) {
+			if (in_get(c) && (size_t)res <= c->in_cap - c->in_len)
+				memcpy(c->in + c->in_len,
+				       uw->br_bufs + (size_t)bid * uw->br_size,
+				       (size_t)res);
+			else
+				res = -ENOMEM;
+		}
+		uring_br_recycle(uw, bid);
+	}
 	if (st < ST_MAX && st != ST_CANCEL)
 		c->res[st] = res;
 	if ((st == ST_RECV_LT || st == ST_SEND_LT) && res == -ETIME)
@@ -250,10 +299,24 @@ static void arm_recv(struct uconn *c)
 		uconn_defer(c, arm_recv);
 		return;
 	}
+	if (!c->in_len && uw->br) {
+		/* Nothing buffered: let the kernel pick a buffer when bytes
+		 * arrive, so a waiting connection holds none. */
+		in_put(c);
+	} else if (!in_get(c)) {
+		uconn_close(c, true);
+		return;
+	}
 	batch_begin(c);
 	c->state = CS_RECV;
-	io_uring_prep_recv(sqe, c->sock, c->in + c->in_len,
-			   c->in_cap - c->in_len, 0);
+	if (c->in) {
+		io_uring_prep_recv(sqe, c->sock, c->in + c->in_len,
+				   c->in_cap - c->in_len, 0);
+	} else {
+		io_uring_prep_recv(sqe, c->sock, NULL, uw->br_size, 0);
+		sqe->flags |= IOSQE_BUFFER_SELECT;
+		sqe->buf_group = URING_BGID;
+	}
 	sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
 	uconn_track(c, sqe, ST_RECV, 0);
 	sqe = io_uring_get_sqe(&uw->ring);
@@ -386,11 +449,15 @@ static void recv_done(struct uconn *c)
 		uconn_fail(c, 408);
 		return;
 	}
-	if (r == -EAGAIN || r == -EINTR || r == -ENOBUFS) {
-		if (!uw->stopping) {
-			arm_recv(c);
-			return;
-		}
+	if (r == -ENOBUFS && !uw->stopping) {
+		/* Every provided buffer was taken this round; they come back
+		 * as their CQEs are handled, so try again next iteration. */
+		uconn_defer(c, arm_recv);
+		return;
+	}
+	if ((r == -EAGAIN || r == -EINTR) && !uw->stopping) {
+		arm_recv(c);
+		return;
 	}
 	/* 0: the client closed; -ECANCELED: idle timeout or stopping;
 	 * anything else: the connection broke. */
@@ -479,8 +546,13 @@ static void close_sock(struct uconn *c)
 static void arm_linger_recv(struct uconn *c, bool shutdown_first)
 {
 	struct uring_worker *uw = c->uw;
-	struct io_uring_sqe *sqe = uring_sqe(uw, shutdown_first ? 3 : 2);
+	struct io_uring_sqe *sqe;
 
+	if (!uw->br && !in_get(c)) {
+		close_sock(c);
+		return;
+	}
+	sqe = uring_sqe(uw, shutdown_first ? 3 : 2);
 	if (!sqe) {
 		/* Lingering is a courtesy: skip it when the SQ is full. */
 		close_sock(c);
@@ -494,7 +566,15 @@ static void arm_linger_recv(struct uconn *c, bool shutdown_first)
 		uconn_track(c, sqe, ST_SHUTDOWN, 0);
 		sqe = io_uring_get_sqe(&uw->ring);
 	}
-	io_uring_prep_recv(sqe, c->sock, c->in, c->in_cap, 0);
+	if (uw->br) {
+		/* The bytes are discarded: a provided buffer is enough. */
+		in_put(c);
+		io_uring_prep_recv(sqe, c->sock, NULL, uw->br_size, 0);
+		sqe->flags |= IOSQE_BUFFER_SELECT;
+		sqe->buf_group = URING_BGID;
+	} else {
+		io_uring_prep_recv(sqe, c->sock, c->in, c->in_cap, 0);
+	}
 	sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
 	uconn_track(c, sqe, ST_RECV, 0);
 	sqe = io_uring_get_sqe(&uw->ring);

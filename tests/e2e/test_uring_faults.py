@@ -356,6 +356,29 @@ def tiny_ring():
 
 
 @orcdtest.case
+def burst_beyond_provided_buffers():
+    """Idle keep-alive connections hold no request buffer (the kernel
+    picks one from a provided-buffer ring when bytes arrive). With a
+    4-entry ring, 600 connections sending at once exhaust it (-ENOBUFS):
+    every request must still be answered."""
+    def body(srv):
+        srv.write_file("small.txt", b"s" * 100)
+        conns = [srv.conn() for _ in range(600)]
+        try:
+            for _ in range(2):
+                for c in conns:
+                    c.send(build_request("GET", "/small.txt"))
+                for c in conns:
+                    r = c.read_response()
+                    eq((r.status, r.body), (200, b"s" * 100), "burst")
+        finally:
+            for c in conns:
+                c.close()
+    with_server(body, extra="slots 1024;\naccepts 16;\n",
+                env={"ORCD_URING_PBUFS": "4"})
+
+
+@orcdtest.case
 def stop_under_load_exits_clean():
     """SIGTERM while chains are in flight: exit 0 within the drain bound
     and no sanitizer report (checked by stop())."""
