@@ -4,17 +4,14 @@
  * on pre-chosen slots, a wake-up poll on the worker's eventfd, and the
  * loop that submits everything an iteration produced with one
  * io_uring_enter. Connections live in uring_conn.c, the per-request chain
- * in uring_chain.c.
+ * in uring_chain.c, kernel set-up and probes in uring_setup.c.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,327 +21,9 @@
 #include "uring.h"
 
 /* How long a stopping worker lets in-flight responses finish. */
-#define DRAIN_MS 10000
+#define DRAIN_MS  10000
 /* After the drain bound: how long cancelled work may take to unwind. */
 #define UNWIND_MS 3000
-
-/* ---- the table: how each engine names a slot ---- */
-
-static void direct_prep_accept(struct io_uring_sqe *sqe, int lfd,
-			       struct sockaddr *addr, socklen_t *alen, int slot)
-{
-	/* No SOCK_CLOEXEC: 6.1 rejects it together with a file_index. */
-	io_uring_prep_accept_direct(sqe, lfd, addr, alen, 0, (unsigned)slot);
-}
-
-static void direct_prep_open(struct io_uring_sqe *sqe, int dfd,
-			     const char *path, struct orcd_open_how *how,
-			     int slot)
-{
-	/* No O_CLOEXEC for the same reason; a direct descriptor is never
-	 * in the fd table anyway. No O_NONBLOCK either: 6.1 marks reads of
-	 * an O_NONBLOCK regular file REQ_F_NOWAIT unless its superblock has
-	 * a nowait block device (not tmpfs, overlayfs, NFS), and a page
-	 * cache miss then completes the read with -EAGAIN: a spurious short
-	 * read that would cancel the chain. */
-	how->flags = O_RDONLY | O_NOCTTY;
-	io_uring_prep_rw(IORING_OP_OPENAT2, sqe, dfd, path,
-			 ORCD_OPEN_HOW_SIZE_VER0, (uint64_t)(uintptr_t)how);
-	__io_uring_set_target_fixed_file(sqe, (unsigned)slot);
-}
-
-static void direct_prep_close(struct io_uring_sqe *sqe, int slot)
-{
-	io_uring_prep_close_direct(sqe, (unsigned)slot);
-}
-
-static int direct_ok_result(int slot)
-{
-	(void)slot;
-	return 0;
-}
-
-static void specific_prep_accept(struct io_uring_sqe *sqe, int lfd,
-				 struct sockaddr *addr, socklen_t *alen,
-				 int slot)
-{
-	io_uring_prep_accept(sqe, lfd, addr, alen, SOCK_CLOEXEC);
-	sqe->ioprio |= ORCD_IORING_ACCEPT_SPECIFIC_FD;
-	sqe->len = (uint32_t)slot;
-}
-
-static void specific_prep_open(struct io_uring_sqe *sqe, int dfd,
-			       const char *path, struct orcd_open_how *how,
-			       int slot)
-{
-	how->flags = O_RDONLY | O_NOCTTY | O_CLOEXEC | ORCD_O_SPECIFIC_FD;
-	how->fd = (uint32_t)slot;
-	io_uring_prep_rw(IORING_OP_OPENAT2, sqe, dfd, path,
-			 ORCD_OPEN_HOW_SIZE_VER1, (uint64_t)(uintptr_t)how);
-}
-
-static void specific_prep_close(struct io_uring_sqe *sqe, int slot)
-{
-	io_uring_prep_close(sqe, slot);
-}
-
-static int specific_ok_result(int slot)
-{
-	return slot;
-}
-
-const struct uring_flavor uring_flavor_direct = {
-	.name = "direct",
-	.slot_sqe_flag = IOSQE_FIXED_FILE,
-	.how_size = ORCD_OPEN_HOW_SIZE_VER0,
-	.prep_accept = direct_prep_accept,
-	.prep_open = direct_prep_open,
-	.prep_close = direct_prep_close,
-	.ok_result = direct_ok_result,
-};
-
-const struct uring_flavor uring_flavor_specific = {
-	.name = "specific",
-	.slot_sqe_flag = 0,
-	.how_size = ORCD_OPEN_HOW_SIZE_VER1,
-	.prep_accept = specific_prep_accept,
-	.prep_open = specific_prep_open,
-	.prep_close = specific_prep_close,
-	.ok_result = specific_ok_result,
-};
-
-/* ---- ring set-up ---- */
-
-/* Depth: room for every accept plus a few whole chains per iteration;
- * ORCD_URING_ENTRIES overrides (tests use a tiny ring). Chains never
- * split across submissions (uring_sqe), so 8 is the floor. */
-static unsigned ring_depth(const struct orcd_config *cfg)
-{
-	const char *env = getenv("ORCD_URING_ENTRIES");
-	unsigned d = 256;
-
-	if (env && *env) {
-		d = (unsigned)strtoul(env, NULL, 10);
-	} else {
-		while (d < cfg->accepts * 4u && d < 4096)
-			d <<= 1;
-	}
-	if (d < 8)
-		d = 8;
-	if (d > 32768)
-		d = 32768;
-	return d;
-}
-
-static int ring_init(struct io_uring *ring, unsigned entries)
-{
-	/* Newest flags first; each older kernel refuses with EINVAL. */
-	static const unsigned tries[] = {
-		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
-			IORING_SETUP_SINGLE_ISSUER |
-			IORING_SETUP_DEFER_TASKRUN,
-		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN,
-		IORING_SETUP_SUBMIT_ALL,
-		0,
-	};
-	int r = -EINVAL;
-
-	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
-		struct io_uring_params p = {
-			.flags = tries[i] | IORING_SETUP_CQSIZE,
-			.cq_entries = entries * 4,
-		};
-
-		r = io_uring_queue_init_params(entries, ring, &p);
-		if (r != -EINVAL)
-			return r;
-	}
-	return r;
-}
-
-static const struct {
-	int op;
-	const char *name;
-} needed_ops[] = {
-	{ IORING_OP_ACCEPT, "ACCEPT" },
-	{ IORING_OP_OPENAT2, "OPENAT2" },
-	{ IORING_OP_READ, "READ" },
-	{ IORING_OP_SEND, "SEND" },
-	{ IORING_OP_RECV, "RECV" },
-	{ IORING_OP_CLOSE, "CLOSE" },
-	{ IORING_OP_LINK_TIMEOUT, "LINK_TIMEOUT" },
-	{ IORING_OP_TIMEOUT, "TIMEOUT" },
-	{ IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL" },
-	{ IORING_OP_POLL_ADD, "POLL_ADD" },
-	{ IORING_OP_SHUTDOWN, "SHUTDOWN" },
-};
-
-/* The ring works and has every opcode the chain uses. */
-static int probe_ring(struct io_uring *ring, char *why, size_t cap)
-{
-	struct io_uring_probe *p;
-	int r = ring_init(ring, 8);
-
-	if (r < 0) {
-		snprintf(why, cap, "io_uring_queue_init: %s", strerror(-r));
-		return r;
-	}
-	p = io_uring_get_probe_ring(ring);
-	if (!p) {
-		snprintf(why, cap, "io_uring probe failed");
-		io_uring_queue_exit(ring);
-		return -ENOTSUP;
-	}
-	for (size_t i = 0; i < sizeof(needed_ops) / sizeof(needed_ops[0]);
-	     i++) {
-		if (!io_uring_opcode_supported(p, needed_ops[i].op)) {
-			snprintf(why, cap, "io_uring lacks IORING_OP_%s",
-				 needed_ops[i].name);
-			io_uring_free_probe(p);
-			io_uring_queue_exit(ring);
-			return -ENOTSUP;
-		}
-	}
-	io_uring_free_probe(p);
-	return 0;
-}
-
-/*
- * An empty registered-file table of n slots. IORING_RSRC_REGISTER_SPARSE
- * is 5.19+; 5.15..5.18 accept a table of -1 entries instead.
- */
-static int register_sparse(struct io_uring *ring, unsigned n)
-{
-	int r = io_uring_register_files_sparse(ring, n);
-
-	if (r == -EINVAL) {
-		int *fds = malloc(n * sizeof(*fds));
-
-		if (!fds)
-			return -ENOMEM;
-		for (unsigned i = 0; i < n; i++)
-			fds[i] = -1;
-		r = io_uring_register_files(ring, fds, n);
-		free(fds);
-	}
-	return r;
-}
-
-static int direct_probe(const struct orcd_config *cfg, char *why, size_t cap)
-{
-	struct io_uring ring;
-	int r;
-
-	(void)cfg;
-	r = probe_ring(&ring, why, cap);
-	if (r)
-		return r;
-	r = register_sparse(&ring, 4);
-	io_uring_queue_exit(&ring);
-	if (r) {
-		snprintf(why, cap, "no sparse registered files: %s",
-			 strerror(-r));
-		return r;
-	}
-	return 0;
-}
-
-/* openat2 with O_SPECIFIC_FD at a number we know is free. */
-static int specific_open_test(char *why, size_t cap)
-{
-	struct orcd_open_how how = {
-		.flags = O_RDONLY | O_CLOEXEC | ORCD_O_SPECIFIC_FD,
-	};
-	int want = open("/dev/null", O_RDONLY | O_CLOEXEC), fd;
-
-	if (want < 0) {
-		snprintf(why, cap, "open /dev/null: %s", strerror(errno));
-		return -errno;
-	}
-	/* Move it up so the number we aim at is not also the lowest free
-	 * one (which a kernel ignoring the flag would hand out anyway). */
-	fd = fcntl(want, F_DUPFD_CLOEXEC, want + 7);
-	close(want);
-	if (fd < 0)
-		return -errno;
-	want = fd;
-	close(want);
-	how.fd = (uint32_t)want;
-	fd = (int)syscall(SYS_openat2, AT_FDCWD, "/dev/null", &how,
-			  (size_t)ORCD_OPEN_HOW_SIZE_VER1);
-	if (fd < 0) {
-		int e = errno;
-
-		snprintf(why, cap, "openat2 O_SPECIFIC_FD: %s", strerror(e));
-		return -e;
-	}
-	close(fd);
-	if (fd != want) {
-		snprintf(why, cap, "openat2 O_SPECIFIC_FD ignored (got %d, asked %d)",
-			 fd, want);
-		return -ENOTSUP;
-	}
-	return 0;
-}
-
-static int specific_probe(const struct orcd_config *cfg, char *why,
-			  size_t cap)
-{
-	struct io_uring ring;
-	int r;
-
-	(void)cfg;
-	if (prctl(ORCD_PR_INCREASE_MIN_FD, 0, 0, 0, 0) < 0) {
-		snprintf(why, cap, "no PR_INCREASE_MIN_FD: %s",
-			 strerror(errno));
-		return -ENOTSUP;
-	}
-	r = specific_open_test(why, cap);
-	if (r)
-		return -ENOTSUP;
-	r = probe_ring(&ring, why, cap);
-	if (r)
-		return r;
-	io_uring_queue_exit(&ring);
-	return 0;
-}
-
-/*
- * Reserve n = slots x workers fd numbers for the whole process. The
- * previous minimum becomes the base; numbers in the range that are
- * already open (stdio, listeners, root_fd: the first reservation starts
- * at 0) are found by each worker and never handed out.
- */
-static int specific_setup(struct orcd_server *srv, char *err, size_t cap)
-{
-	struct orcd_config *cfg = srv->cfg;
-	unsigned long n = (unsigned long)cfg->slots * srv->n_workers;
-	struct rlimit rl;
-	int base;
-
-	base = prctl(ORCD_PR_INCREASE_MIN_FD, n, 0, 0, 0);
-	if (base < 0) {
-		snprintf(err, cap, "PR_INCREASE_MIN_FD %lu: %s", n,
-			 strerror(errno));
-		return -errno;
-	}
-	/* O_SPECIFIC_FD says EBADF at or above RLIMIT_NOFILE. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
-	    rl.rlim_cur < (rlim_t)base + n + 1024) {
-		rl.rlim_cur = (rlim_t)base + n + 1024;
-		if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
-			rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-		if (rl.rlim_cur < (rlim_t)base + n) {
-			snprintf(err, cap,
-				 "RLIMIT_NOFILE %llu too small for %lu slots from fd %d",
-				 (unsigned long long)rl.rlim_cur, n, base);
-			return -EMFILE;
-		}
-	}
-	srv->slot_base = base;
-	return 0;
-}
 
 /* ---- submission ---- */
 
@@ -393,8 +72,9 @@ void uring_slot_freed(struct uring_worker *uw, int slot)
 			uw->w->id, slot, strerror(-err));
 	uring_sync_slot_stats(uw);
 	if (wt) {
-		struct uconn *c = (struct uconn *)((char *)wt -
-						   offsetof(struct uconn, waiter));
+		struct uconn *c =
+			(struct uconn *)((char *)wt -
+					 offsetof(struct uconn, waiter));
 
 		c->file = wt->slot;
 		uchain_start(c);
@@ -419,68 +99,6 @@ void uring_close_orphan(struct uring_worker *uw, int slot)
 	uw->fl->prep_close(sqe, slot);
 	io_uring_sqe_set_data64(sqe, ((uint64_t)(uint32_t)slot << 32) |
 					     URING_ORPHAN_TAG);
-}
-
-/* ---- provided buffers for first recvs ---- */
-
-#define BR_ENTRIES 256
-#define BR_SIZE 4096
-
-void uring_br_recycle(struct uring_worker *uw, unsigned bid)
-{
-	io_uring_buf_ring_add(uw->br, uw->br_bufs + (size_t)bid * uw->br_size,
-			      uw->br_size, (unsigned short)bid,
-			      io_uring_buf_ring_mask(uw->br_n), 0);
-	io_uring_buf_ring_advance(uw->br, 1);
-}
-
-/* Not fatal when it fails: connections then keep their own buffers.
- * ORCD_URING_PBUFS (a power of two) shrinks the ring for tests that want
- * to see it run dry. */
-static void br_setup(struct uring_worker *uw)
-{
-	const char *env = getenv("ORCD_URING_PBUFS");
-	unsigned n = BR_ENTRIES, size = BR_SIZE;
-	size_t ring_bytes;
-	struct io_uring_buf_reg reg = { 0 };
-	void *ring;
-	int r;
-
-	if (env && *env) {
-		n = (unsigned)strtoul(env, NULL, 10);
-		if (!n || n > 32768 || (n & (n - 1)))
-			n = BR_ENTRIES;
-	}
-	ring_bytes = n * sizeof(struct io_uring_buf);
-	if (size > uw->w->cfg->max_header_bytes)
-		size = uw->w->cfg->max_header_bytes;
-	if (posix_memalign(&ring, 4096, ring_bytes))
-		return;
-	uw->br_bufs = malloc((size_t)n * size);
-	if (!uw->br_bufs) {
-		free(ring);
-		return;
-	}
-	memset(ring, 0, ring_bytes);
-	reg.ring_addr = (uint64_t)(uintptr_t)ring;
-	reg.ring_entries = n;
-	reg.bgid = URING_BGID;
-	r = io_uring_register_buf_ring(&uw->ring, &reg, 0);
-	if (r) {
-		free(ring);
-		free(uw->br_bufs);
-		uw->br_bufs = NULL;
-		return;
-	}
-	uw->br = ring;
-	uw->br_n = n;
-	uw->br_size = size;
-	io_uring_buf_ring_init(uw->br);
-	for (unsigned i = 0; i < n; i++)
-		io_uring_buf_ring_add(uw->br, uw->br_bufs + (size_t)i * size,
-				      size, (unsigned short)i,
-				      io_uring_buf_ring_mask(n), (int)i);
-	io_uring_buf_ring_advance(uw->br, n);
 }
 
 /* ---- accepts ---- */
@@ -547,7 +165,8 @@ static void accept_done(struct uacceptor *a, int res)
 		STAT_INC(uw->w, conns_accepted);
 		c = uconn_new(uw, slot, &a->addr, a->alen);
 		if (!c) {
-			log_msg(LOG_ERR, "worker %u: no memory for a connection",
+			log_msg(LOG_ERR,
+				"worker %u: no memory for a connection",
 				uw->w->id);
 			return;
 		}
@@ -560,8 +179,8 @@ static void accept_done(struct uacceptor *a, int res)
 	if (res == -EBUSY) {
 		/* Someone else holds our number: never hand it out again. */
 		STAT_INC(uw->w, ebusy);
-		log_msg(LOG_ERR, "worker %u: accept into fd %d: EBUSY", uw->w->id,
-			slot);
+		log_msg(LOG_ERR, "worker %u: accept into fd %d: EBUSY",
+			uw->w->id, slot);
 		return;
 	}
 	if (res >= 0) {
@@ -721,7 +340,7 @@ static void run_deferred(struct uring_worker *uw)
 
 static int uring_loop(struct uring_worker *uw)
 {
-	struct __kernel_timespec tick = { .tv_sec = 1 };
+	struct __kernel_timespec tick = {.tv_sec = 1};
 	int64_t unwind_deadline = 0;
 
 	for (;;) {
@@ -756,7 +375,8 @@ static int uring_loop(struct uring_worker *uw)
 			uint64_t data[64];
 			int res[64];
 			unsigned flags[64];
-			unsigned n = io_uring_peek_batch_cqe(&uw->ring, cqes, 64);
+			unsigned n =
+				io_uring_peek_batch_cqe(&uw->ring, cqes, 64);
 
 			if (!n)
 				break;
@@ -797,32 +417,11 @@ static void uring_cleanup(struct uring_worker *uw)
 	slots_destroy(&uw->slots);
 }
 
-static int slot_range(struct uring_worker *uw, int *base, unsigned *n)
-{
-	struct orcd_worker *w = uw->w;
-
-	*n = w->cfg->slots;
-	*base = 0;
-	if (uw->fl != &uring_flavor_specific)
-		return 0;
-	/* The reservation was made by setup for every worker; its size is
-	 * the current minimum minus the base (nothing else raises it). */
-	int min = prctl(ORCD_PR_INCREASE_MIN_FD, 0, 0, 0, 0);
-
-	if (min < 0)
-		return -errno;
-	unsigned total = (unsigned)(min - w->srv->slot_base);
-
-	*n = total / w->srv->n_workers;
-	*base = w->srv->slot_base + (int)(w->id * *n);
-	return *n ? 0 : -ERANGE;
-}
-
 static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 {
-	struct uring_worker *uw = aligned_alloc(URING_ALIGN,
-						(sizeof(*uw) + URING_ALIGN - 1) &
-							~(size_t)(URING_ALIGN - 1));
+	struct uring_worker *uw =
+		aligned_alloc(URING_ALIGN, (sizeof(*uw) + URING_ALIGN - 1) &
+						   ~(size_t)(URING_ALIGN - 1));
 	int base, r;
 	unsigned n;
 
@@ -834,7 +433,7 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 	uw->wake.kind = UOP_WAKE;
 	uw->drain.kind = UOP_TIMER;
 	uw->now = time(NULL);
-	r = slot_range(uw, &base, &n);
+	r = uring_slot_range(uw, &base, &n);
 	if (r) {
 		log_msg(LOG_ERR, "worker %u: slot range: %s", w->id,
 			strerror(-r));
@@ -857,17 +456,17 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 	/* Files get at least an eighth of the slots: accepted sockets can
 	 * never starve the chains that answer them. */
 	uw->file_reserve = n / 8 ? n / 8 : 1;
-	uw->ring_entries = ring_depth(w->cfg);
-	r = ring_init(&uw->ring, uw->ring_entries);
+	uw->ring_entries = uring_ring_depth(w->cfg);
+	r = uring_ring_init(&uw->ring, uw->ring_entries);
 	if (r) {
-		log_msg(LOG_ERR, "worker %u: io_uring_queue_init(%u): %s", w->id,
-			uw->ring_entries, strerror(-r));
+		log_msg(LOG_ERR, "worker %u: io_uring_queue_init(%u): %s",
+			w->id, uw->ring_entries, strerror(-r));
 		slots_destroy(&uw->slots);
 		free(uw);
 		return r;
 	}
 	if (fl == &uring_flavor_direct) {
-		r = register_sparse(&uw->ring, n);
+		r = uring_register_sparse(&uw->ring, n);
 		if (r) {
 			log_msg(LOG_ERR,
 				"worker %u: register %u sparse files: %s",
@@ -878,7 +477,7 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 			return r;
 		}
 	}
-	br_setup(uw);
+	uring_br_setup(uw);
 	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
 	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));
 	if (!uw->acc) {
@@ -915,7 +514,7 @@ static int specific_run(struct orcd_worker *w)
 const struct orcd_engine orcd_engine_direct = {
 	.name = "direct",
 	.kind = ORCD_ENGINE_DIRECT,
-	.probe = direct_probe,
+	.probe = uring_direct_probe,
 	.setup = NULL,
 	.run = direct_run,
 };
@@ -923,7 +522,7 @@ const struct orcd_engine orcd_engine_direct = {
 const struct orcd_engine orcd_engine_specific = {
 	.name = "specific",
 	.kind = ORCD_ENGINE_SPECIFIC,
-	.probe = specific_probe,
-	.setup = specific_setup,
+	.probe = uring_specific_probe,
+	.setup = uring_specific_setup,
 	.run = specific_run,
 };

@@ -25,27 +25,28 @@
 enum slot_state {
 	SLOT_FREE = 0,
 	SLOT_USED = 1,
-	SLOT_RESERVED = 2, /* open before the range was ours: never handed out */
+	SLOT_RESERVED =
+		2, /* open before the range was ours: never handed out */
 };
 
 struct slot_waiter {
 	struct slot_waiter *next;
-	int slot;	/* set when slots_free() hands a slot over */
+	int slot; /* set when slots_free() hands a slot over */
 	bool queued;
 };
 
 struct slots {
 	int base;
 	unsigned n;
-	unsigned *stack;	/* free offsets; top at nfree - 1 */
+	unsigned *stack; /* free offsets; top at nfree - 1 */
 	unsigned nfree;
-	uint8_t *state;		/* enum slot_state per offset */
+	uint8_t *state; /* enum slot_state per offset */
 	struct slot_waiter *wait_head, *wait_tail;
 	/* counters */
 	unsigned inuse;
 	unsigned peak;
 	unsigned reserved;
-	uint64_t waits;		/* times a caller found the range exhausted */
+	uint64_t waits; /* times a caller found the range exhausted */
 };
 
 /* Preallocate for [base, base + n). Returns 0, -EINVAL or -ENOMEM. */

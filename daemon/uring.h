@@ -22,6 +22,7 @@
 
 struct orcd_worker;
 struct orcd_config;
+struct orcd_server;
 
 /* open_how as the kernel series extends it (OPEN_HOW_SIZE_VER1, 32
  * bytes); our own so that host headers cannot change its size. */
@@ -33,18 +34,18 @@ struct orcd_open_how {
 	uint32_t padding;
 };
 
-#define ORCD_OPEN_HOW_SIZE_VER0 24u
-#define ORCD_OPEN_HOW_SIZE_VER1 32u
-#define ORCD_O_SPECIFIC_FD 01000000000
+#define ORCD_OPEN_HOW_SIZE_VER0	       24u
+#define ORCD_OPEN_HOW_SIZE_VER1	       32u
+#define ORCD_O_SPECIFIC_FD	       01000000000
 #define ORCD_IORING_ACCEPT_SPECIFIC_FD (1U << 15)
-#define ORCD_PR_INCREASE_MIN_FD 0x4f524344
+#define ORCD_PR_INCREASE_MIN_FD	       0x4f524344
 
 /*
  * user_data is the address of the object a CQE belongs to with the step
  * in the low bits: every such object is aligned to URING_ALIGN.
  */
-#define URING_ALIGN 64
-#define URING_STEP_MASK ((uint64_t)URING_ALIGN - 1)
+#define URING_ALIGN	 64
+#define URING_STEP_MASK	 ((uint64_t)URING_ALIGN - 1)
 /* A close with no object behind it: the slot is in the upper 32 bits. */
 #define URING_ORPHAN_TAG URING_STEP_MASK
 
@@ -102,38 +103,38 @@ struct uresp {
 };
 
 enum uconn_state {
-	CS_RECV,	/* a recv (with its timeout) is in flight */
-	CS_WAIT_SLOT,	/* planned, waiting for a file slot */
-	CS_RESP,	/* response ops in flight */
-	CS_LINGER,	/* shut down for writing, draining the client */
-	CS_CLOSING,	/* the socket's close is in flight */
+	CS_RECV,      /* a recv (with its timeout) is in flight */
+	CS_WAIT_SLOT, /* planned, waiting for a file slot */
+	CS_RESP,      /* response ops in flight */
+	CS_LINGER,    /* shut down for writing, draining the client */
+	CS_CLOSING,   /* the socket's close is in flight */
 };
 
 /* After the current batch of a response completes: what next. */
 enum uafter {
 	AFTER_NONE,
-	AFTER_CHUNK,	/* send the next bounded read/send pair */
-	AFTER_DONE,	/* response complete */
-	AFTER_REPLAN,	/* nothing sent yet: answer from fresh facts */
-	AFTER_ABORT,	/* close the connection without more bytes */
+	AFTER_CHUNK,  /* send the next bounded read/send pair */
+	AFTER_DONE,   /* response complete */
+	AFTER_REPLAN, /* nothing sent yet: answer from fresh facts */
+	AFTER_ABORT,  /* close the connection without more bytes */
 };
 
 struct uconn {
 	uint8_t kind; /* UOP_CONN */
 	uint8_t state;
-	uint8_t after;		/* enum uafter, pending a repair close */
-	bool fresh;		/* no request yet on this connection */
-	bool timed_out;		/* a link timeout fired in this batch */
+	uint8_t after;	/* enum uafter, pending a repair close */
+	bool fresh;	/* no request yet on this connection */
+	bool timed_out; /* a link timeout fired in this batch */
 	bool have_req;
-	bool file_open;		/* open succeeded, close not completed */
+	bool file_open; /* open succeeded, close not completed */
 	bool cancel_sent;
-	bool aborting;		/* close without linger */
+	bool aborting; /* close without linger */
 	struct uring_worker *uw;
 	struct uconn *prev, *next; /* live list */
-	int sock;		/* slot of the socket */
-	int file;		/* slot of the file, -1 */
-	unsigned pending;	/* CQEs outstanding */
-	uint32_t step_mask;	/* steps submitted in this batch */
+	int sock;		   /* slot of the socket */
+	int file;		   /* slot of the file, -1 */
+	unsigned pending;	   /* CQEs outstanding */
+	uint32_t step_mask;	   /* steps submitted in this batch */
 	int res[ST_MAX];
 	uint32_t want[ST_MAX];
 	struct slot_waiter waiter;
@@ -141,11 +142,11 @@ struct uconn {
 	size_t in_len, in_cap;
 	struct http_request req;
 	struct uresp *resp;
-	struct orcd_config *cfg; /* reference while a response is planned */
-	uint64_t file_off;	/* next file byte to read */
-	uint64_t file_left;	/* file bytes not read yet */
+	struct orcd_config *cfg;   /* reference while a response is planned */
+	uint64_t file_off;	   /* next file byte to read */
+	uint64_t file_left;	   /* file bytes not read yet */
 	size_t send_off, send_len; /* in resp->buf, current send */
-	uint64_t bytes_sent;	/* this response */
+	uint64_t bytes_sent;	   /* this response */
 	unsigned replans;
 	unsigned linger_bytes;
 	struct __kernel_timespec ts_recv, ts_send;
@@ -180,12 +181,12 @@ struct uring_worker {
 	struct io_uring ring;
 	unsigned ring_entries;
 	struct slots slots;
-	unsigned file_reserve;	/* slots accepts leave for files */
+	unsigned file_reserve; /* slots accepts leave for files */
 	struct uacceptor *acc;
-	unsigned n_acc;		/* acceptors (cfg->accepts x listeners) */
+	unsigned n_acc; /* acceptors (cfg->accepts x listeners) */
 	unsigned acc_armed;
 	struct uticker wake, drain;
-	struct uconn *conns;	/* live connections */
+	struct uconn *conns; /* live connections */
 	unsigned n_conns;
 	struct uconn *free_conns;
 	struct uresp *free_resps;
@@ -199,13 +200,23 @@ struct uring_worker {
 	struct io_uring_buf_ring *br;
 	char *br_bufs;
 	unsigned br_n, br_size;
-	struct uconn *deferred;	/* waiting for SQ room (via next) */
+	struct uconn *deferred; /* waiting for SQ room (via next) */
 	unsigned chains_inflight;
 	bool stopping;
 	bool drain_expired;
-	int fatal;		/* -errno that ends the loop */
+	int fatal; /* -errno that ends the loop */
 	time_t now;
 };
+
+/* uring_setup.c */
+unsigned uring_ring_depth(const struct orcd_config *cfg);
+int uring_ring_init(struct io_uring *ring, unsigned entries);
+int uring_register_sparse(struct io_uring *ring, unsigned n);
+void uring_br_setup(struct uring_worker *uw);
+int uring_slot_range(struct uring_worker *uw, int *base, unsigned *n);
+int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap);
+int uring_specific_probe(const struct orcd_config *cfg, char *why, size_t cap);
+int uring_specific_setup(struct orcd_server *srv, char *err, size_t cap);
 
 /* engine_uring.c */
 struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need);
@@ -219,8 +230,7 @@ void uring_br_recycle(struct uring_worker *uw, unsigned bid);
 void uconn_defer(struct uconn *c, void (*retry)(struct uconn *c));
 struct uconn *uconn_new(struct uring_worker *uw, int sock,
 			const struct sockaddr_storage *peer, socklen_t plen);
-void uconn_handle_cqe(struct uconn *c, enum ustep st, int res,
-		      unsigned cflags);
+void uconn_handle_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags);
 void uconn_input(struct uconn *c);
 void uconn_close(struct uconn *c, bool abortive);
 void uconn_stop(struct uconn *c);

@@ -135,9 +135,9 @@ static void chain_submit(struct uconn *c, bool with_open)
 		uw->chains_inflight++;
 		STAT_INC(uw->w, chains_inflight);
 		if (uw->chains_inflight > uw->w->stats.chains_inflight_peak)
-			atomic_store_explicit(&uw->w->stats.chains_inflight_peak,
-					      uw->chains_inflight,
-					      memory_order_relaxed);
+			atomic_store_explicit(
+				&uw->w->stats.chains_inflight_peak,
+				uw->chains_inflight, memory_order_relaxed);
 	}
 	io_uring_prep_read(sqe, c->file, r->buf + head, (unsigned)chunk,
 			   c->file_off);
@@ -303,7 +303,8 @@ void uchain_batch_done(struct uconn *c)
 				uw->w->id, c->file);
 			lost = true;
 		} else if (r >= 0) {
-			log_msg(LOG_ERR, "worker %u: open returned %d, asked %d",
+			log_msg(LOG_ERR,
+				"worker %u: open returned %d, asked %d",
 				uw->w->id, r, c->file);
 			lost = true;
 		} else {

@@ -21,9 +21,9 @@
 
 /* A lingering close drains at most this much, for at most LINGER_MS. */
 #define LINGER_BYTES (64u * 1024)
-#define LINGER_MS 2000
+#define LINGER_MS    2000
 /* Free buffers kept for reuse; beyond this they go back to malloc. */
-#define POOL_MAX 64
+#define POOL_MAX     64
 /* The output buffer must hold any head respond_plan renders. */
 #define RESP_MIN_CAP 4096
 
@@ -260,8 +260,7 @@ static void batch_done(struct uconn *c)
 	}
 }
 
-void uconn_handle_cqe(struct uconn *c, enum ustep st, int res,
-		      unsigned cflags)
+void uconn_handle_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
 {
 	if (cflags & IORING_CQE_F_BUFFER) {
 		/* A recv that picked a provided buffer: take the bytes now and
@@ -477,12 +476,11 @@ static void log_response(struct uconn *c)
 		STAT_INC(w, status_class[cls]);
 	STAT_ADD(w, bytes_sent, c->bytes_sent);
 	if (w->srv->access_log)
-		access_log_write(w->srv->access_log,
-				 (struct sockaddr *)&c->peer,
-				 c->have_req ? &c->req : NULL, status,
-				 respond_body_bytes(&c->resp->plan,
-						    c->bytes_sent),
-				 c->uw->now);
+		access_log_write(
+			w->srv->access_log, (struct sockaddr *)&c->peer,
+			c->have_req ? &c->req : NULL, status,
+			respond_body_bytes(&c->resp->plan, c->bytes_sent),
+			c->uw->now);
 }
 
 static void response_release(struct uconn *c)
