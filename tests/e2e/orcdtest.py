@@ -273,6 +273,7 @@ class Orcd:
         self.addr = ("127.0.0.1", self.port)
         self.conf_path = os.path.join(self.tmp, "orcd.conf")
         self.log_path = os.path.join(self.tmp, "stderr.log")
+        self.stdout_path = os.path.join(self.tmp, "stdout.log")
         self.access_log = os.path.join(self.tmp, "access.log")
         self.write_conf(conf)
         self.args = list(args)
@@ -291,7 +292,8 @@ class Orcd:
     def start(self):
         cmd = [BIN, "-c", self.conf_path] + self.args
         self.stderr = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+        self.stdout = open(self.stdout_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self.stdout,
                                      stderr=self.stderr)
         wait_until(self._answers, 15, "orcd to answer on %s:%d" % self.addr)
         self.fd_baseline = self.fd_count()
@@ -332,6 +334,10 @@ class Orcd:
             c.send(data)
             r = c.read_response(head_request=head_request)
             return r, c.closed_by_peer(close_timeout)
+
+    def stdout_text(self):
+        with open(self.stdout_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
 
     def stderr_text(self):
         with open(self.log_path, "rb") as f:

@@ -121,6 +121,37 @@ def other_methods_405_with_allow(srv):
 
 
 @orcdtest.case
+def methods_are_case_sensitive(srv):
+    # RFC 9110 9.1: "get" is not GET.
+    for m in ("get", "Head"):
+        r = srv.raw(("%s /hello.txt HTTP/1.1\r\nHost: t\r\n"
+                     "Connection: close\r\n\r\n" % m).encode())
+        eq(r.status, 405, m)
+    r = srv.raw(b"OPTIONS * HTTP/1.1\r\nHost: t\r\nConnection: close"
+                b"\r\n\r\n")
+    eq(r.status, 405, "OPTIONS *")
+    eq(r.header("allow"), "GET, HEAD", "Allow on OPTIONS *")
+
+
+@orcdtest.case
+def head_of_error_has_no_body(srv):
+    # Error and redirect heads announce their body's length but a HEAD
+    # gets no body: the next response must start right after the head.
+    for path, hdrs, status in (("/missing", {}, 404), ("/dir", {}, 301),
+                               ("/data.bin", {"Range": "bytes=5000-"}, 416),
+                               ("/.hidden", {}, 404)):
+        with srv.conn() as c:
+            c.send(build_request("HEAD", path, hdrs)
+                   + build_request("GET", "/hello.txt",
+                                   {"Connection": "close"}))
+            r = c.read_response(head_request=True)
+            eq(r.status, status, "HEAD " + path)
+            nxt = c.read_response()
+            check(nxt is not None and nxt.body == b"hello, world\n",
+                  "HEAD %s leaked a body: %r" % (path, nxt))
+
+
+@orcdtest.case
 def method_with_body_is_not_smuggled(srv):
     # A POST body that orcd does not read must never be parsed as a
     # request: either orcd discards it or it closes the connection.

@@ -11,6 +11,7 @@ from orcdtest import build_request, check, eq
 
 IDLE = 1.0    # idle_timeout in the config below
 HEADER = 1.0  # header_timeout
+SEND = 1.0    # send_timeout
 SLACK = 3.0   # scheduling slack on a loaded CI machine
 
 
@@ -257,6 +258,67 @@ def activity_keeps_connection_alive(srv):
             check(c.buf == b"", "unexpected bytes %r" % c.buf[:40])
 
 
+def sparse(srv, name, size):
+    with open(srv.path(name), "wb") as f:
+        f.truncate(size)
+
+
+@orcdtest.case
+def send_timeout_closes_stalled_reader(srv):
+    # A client that never reads: once nothing moves for send_timeout,
+    # orcd gives up (64 MiB cannot hide in socket buffers).
+    sparse(srv, "stall.bin", 64 << 20)
+    with srv.conn(rcvbuf=4096) as c:
+        c.send(build_request("GET", "/stall.bin"))
+        t0 = time.monotonic()
+        if srv.engine == "epoll":
+            orcdtest.wait_until(lambda: srv.fd_count() == srv.fd_baseline,
+                                SEND + SLACK + 2,
+                                "orcd to drop the stalled connection")
+            took = time.monotonic() - t0
+            check(took >= SEND * 0.5, "stalled reader dropped after %.2fs, "
+                  "send_timeout is %.1fs" % (took, SEND))
+        else:
+            # Direct descriptors are not in /proc/PID/fd: let the timeout
+            # (with some slack) pass, then the body must come up short.
+            time.sleep(2 * SEND)
+        r = c.read_response(head_request=True)
+        eq(r.status, 200, "status")
+        n = int(r.header("content-length"))
+        try:
+            c.read_exact(n)
+            raise orcdtest.TestFailure("stalled reader got the whole body")
+        except (orcdtest.TestFailure, ConnectionResetError) as e:
+            if "whole body" in str(e):
+                raise
+
+
+@orcdtest.case
+def send_timeout_counts_from_last_progress(srv):
+    # A slow but steady reader is served for longer than send_timeout
+    # (and longer than idle_timeout): both count from the last progress.
+    sparse(srv, "steady.bin", 64 << 20)
+    # A small receive window keeps what the kernels buffer small, so an
+    # early close by orcd shows up as an early EOF here.
+    with srv.conn(rcvbuf=16384) as c:
+        c.send(build_request("GET", "/steady.bin"))
+        r = c.read_response(head_request=True)
+        eq(r.status, 200, "status")
+        t0 = time.monotonic()
+        got = 0
+        while time.monotonic() - t0 < 2.5 * max(SEND, IDLE):
+            chunk = c.read_some(1 << 20)
+            check(chunk, "closed after %d bytes, %.2fs, while the client "
+                  "kept reading" % (got, time.monotonic() - t0))
+            got += len(chunk)
+            # ~1.5 MB/s: slow, never stalled for anything like 1 s.
+            time.sleep(len(chunk) / 1.5e6)
+        if srv.engine == "epoll":
+            check(srv.fd_count() > srv.fd_baseline,
+                  "orcd dropped the steady reader after %.1fs"
+                  % (time.monotonic() - t0))
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run(lambda: orcdtest.Orcd(
-        conf="idle_timeout 1s;\nheader_timeout 1s;\n")))
+        conf="idle_timeout 1s;\nheader_timeout 1s;\nsend_timeout 1s;\n")))

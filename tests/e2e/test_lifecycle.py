@@ -341,6 +341,52 @@ def access_log_combined():
         srv.stop()
 
 
+@orcdtest.case
+def access_log_stdout_and_off_by_default():
+    with Server() as srv:
+        conf = base_conf(srv).replace("access_log %s;\n" % srv.access_log,
+                                      "")
+        set_conf(srv, conf + "access_log -;\n")
+        srv.start()
+        srv.get("/hello.txt", {"User-Agent": "to-stdout"})
+        wait_until(lambda: "to-stdout" in srv.stdout_text(), 10,
+                   "the access log line on stdout")
+        line = [ln for ln in srv.stdout_text().splitlines()
+                if "to-stdout" in ln][0]
+        check(COMBINED.match(line), "stdout line not combined: %r" % line)
+        srv.stop()
+    with Server() as srv:
+        set_conf(srv, base_conf(srv).replace(
+            "access_log %s;\n" % srv.access_log, ""))
+        srv.start()
+        eq(srv.get("/hello.txt").status, 200, "status")
+        srv.stop()
+        check(not os.path.exists(srv.access_log), "access log file written")
+        check("hello.txt" not in srv.stdout_text(),
+              "access log on stdout without access_log")
+
+
+@orcdtest.case
+def access_log_reopened_on_sigusr1():
+    # logrotate: rename the file, SIGUSR1, new lines go to a new file.
+    with Server() as srv:
+        srv.start()
+        srv.get("/hello.txt", {"User-Agent": "before-rotate"})
+        wait_until(lambda: any("before-rotate" in ln
+                               for ln in log_lines(srv)), 10, "first line")
+        os.rename(srv.access_log, srv.access_log + ".1")
+        srv.signal(signal.SIGUSR1)
+        wait_until(lambda: os.path.exists(srv.access_log), 10,
+                   "the access log to be reopened")
+        srv.get("/hello.txt", {"User-Agent": "after-rotate"})
+        wait_until(lambda: any("after-rotate" in ln
+                               for ln in log_lines(srv)), 10,
+                   "a line in the new file")
+        with open(srv.access_log + ".1") as f:
+            check("after-rotate" not in f.read(), "written to the old file")
+        srv.stop()
+
+
 # ---- resources ----
 
 def client(srv, i, errors):

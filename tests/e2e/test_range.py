@@ -212,5 +212,37 @@ def range_larger_than_buffer_unaligned(srv):
     check(os.path.getsize(srv.path("big.bin")) == len(big), "fixture")
 
 
+@orcdtest.case
+def offsets_beyond_4gib(srv):
+    # A sparse 5 GiB file with marks across the 4 GiB boundary and near
+    # the end: 64-bit sizes in the head and 64-bit sendfile offsets.
+    size = 5 << 30
+    b32 = 1 << 32
+    mark_a = bytes(range(1, 201))
+    mark_b = b"the end of a 5 GiB file\n"
+    p = srv.path("sparse5g.bin")
+    with open(p, "wb") as f:
+        f.truncate(size)
+        f.seek(b32 - 100)
+        f.write(mark_a)
+        f.seek(size - len(mark_b))
+        f.write(mark_b)
+    r = rng(srv, "bytes=%d-%d" % (b32 - 100, b32 + 99), "/sparse5g.bin")
+    eq(r.status, 206, "range across 4 GiB")
+    eq(r.header("content-range"), "bytes %d-%d/%d" % (b32 - 100, b32 + 99,
+                                                       size), "Content-Range")
+    eq(r.body, mark_a, "bytes across 4 GiB")
+    r = rng(srv, "bytes=-%d" % len(mark_b), "/sparse5g.bin")
+    eq((r.status, r.body), (206, mark_b), "suffix of a 5 GiB file")
+    r = rng(srv, "bytes=%d-" % (size - 10), "/sparse5g.bin")
+    eq(r.body, mark_b[-10:], "open range near 5 GiB")
+    with srv.conn() as c:
+        c.send(build_request("HEAD", "/sparse5g.bin", {"Connection":
+                                                       "close"}))
+        h = c.read_response(head_request=True)
+    eq(h.header("content-length"), str(size), "Content-Length of 5 GiB")
+    os.unlink(p)
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run())
