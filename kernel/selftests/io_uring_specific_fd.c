@@ -719,7 +719,7 @@ static int test_min_fd(void)
 	struct io_uring_sqe *sqe;
 	struct sockaddr_in sa;
 	struct io_uring ring;
-	int min = 60, lo = fd_lowest_free(3), ls, cs, res[2] = { NO_CQE, NO_CQE };
+	int min = 60, lo, ls, cs, res[2] = { NO_CQE, NO_CQE };
 
 	ls = listener(&sa);
 	CHECK(ls >= 0, "loopback listener: %s", strerror(errno));
@@ -728,6 +728,7 @@ static int test_min_fd(void)
 	CHECK(cs >= 0, "connect: %s", strerror(errno));
 	CHECK(prctl(PR_INCREASE_MIN_FD, min, 0UL, 0UL, 0UL) == 0, "prctl: %s",
 	      strerror(errno));
+	lo = fd_lowest_free(3);
 
 	sqe = io_uring_get_sqe(&ring);
 	io_uring_prep_openat(sqe, AT_FDCWD, "/dev/null", O_RDONLY, 0);
@@ -741,7 +742,8 @@ static int test_min_fd(void)
 	      res_str(res[0]), min);
 	CHECK(res[1] >= min, "IORING_OP_ACCEPT gave %s below the minimum %d",
 	      res_str(res[1]), min);
-	CHECK(lo < min && !fd_is_open(lo), "fd %d used", lo);
+	CHECK(lo < min && !fd_is_open(lo), "free fd %d below the minimum got used",
+	      lo);
 	return TAP_PASS;
 }
 
