@@ -222,6 +222,63 @@ def duplicate_host_is_400(srv):
 
 
 @orcdtest.case
+def invalid_host_is_400(srv):
+    # RFC 9112 3.2: MUST answer 400 to a Host field with an invalid value
+    # (Host = uri-host [ ":" port ], port = *DIGIT).
+    for host in (b"a b", b"user@x", b"a/b", b"t:x", b"t:80x", b"[::1",
+                 b"t\x01"):
+        closes_with(srv, b"GET /hello.txt HTTP/1.1\r\nHost: " + host
+                    + b"\r\n\r\n", 400, "Host: %r" % host)
+    for host in ("example.com", "example.com:8080", "127.0.0.1:80",
+                 "[::1]:80", "xn--bcher-kva.example"):
+        r = srv.get("/hello.txt", {"Host": host})
+        eq(r.status, 200, "Host: %s" % host)
+
+
+@orcdtest.case
+def future_mtime_last_modified_clamped(srv):
+    # RFC 9110 8.8.2.1: Last-Modified MUST NOT be later than Date; a
+    # future mtime is replaced with the message origination date.
+    srv.write_file("future.txt", b"from the future\n",
+                   mtime=time.time() + 86400)
+    r = srv.get("/future.txt")
+    eq(r.status, 200, "status")
+    date = orcdtest.parse_http_date(r.header("date"))
+    lm = orcdtest.parse_http_date(r.header("last-modified"))
+    check(lm <= date, "Last-Modified %s is after Date %s"
+          % (r.header("last-modified"), r.header("date")))
+
+
+@orcdtest.case
+def header_names_case_insensitive_values_trimmed(srv):
+    r = srv.raw(b"GET /data.bin HTTP/1.1\r\nhOsT: t\r\nrAnGe: \t bytes=0-1"
+                b" \t\r\ncOnNeCtIoN: CLOSE\r\n\r\n")
+    eq(r.status, 206, "mixed-case Range with OWS")
+    eq(r.body, b"\x00\x01", "range body")
+    etag = srv.get("/hello.txt").header("etag")
+    r = srv.raw(b"GET /hello.txt HTTP/1.1\r\nHOST: t\r\nIF-NONE-MATCH:\t"
+                + etag.encode() + b"\t\r\nConnection: close\r\n\r\n")
+    eq(r.status, 304, "upper-case If-None-Match with tabs")
+
+
+@orcdtest.case
+def error_stops_the_pipeline(srv):
+    # Nothing after a malformed request is parsed or answered.
+    with srv.conn() as c:
+        c.send(b"GARBAGE\r\n\r\n" + build_request("GET", "/hello.txt"))
+        eq(c.read_response().status, 400, "garbage")
+        check(c.closed_by_peer(), "not closed after 400")
+        eq(c.buf, b"", "bytes after the 400")
+
+
+@orcdtest.case
+def http10_transfer_encoding_400(srv):
+    # RFC 9112 6.1: Transfer-Encoding in a 1.0 message is faulty framing.
+    closes_with(srv, b"GET /hello.txt HTTP/1.0\r\nTransfer-Encoding: "
+                b"chunked\r\n\r\n0\r\n\r\n", 400, "1.0 with TE")
+
+
+@orcdtest.case
 def http10_without_host_ok(srv):
     r, closed = srv.exchange(b"GET /hello.txt HTTP/1.0\r\n\r\n")
     eq(r.status, 200, "status")
