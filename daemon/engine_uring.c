@@ -515,7 +515,7 @@ const struct orcd_engine orcd_engine_direct = {
 	.name = "direct",
 	.kind = ORCD_ENGINE_DIRECT,
 	.probe = uring_direct_probe,
-	.setup = NULL,
+	.setup = uring_direct_setup,
 	.run = direct_run,
 };
 

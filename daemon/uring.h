@@ -217,6 +217,7 @@ int uring_slot_range(struct uring_worker *uw, int *base, unsigned *n);
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap);
 int uring_specific_probe(const struct orcd_config *cfg, char *why, size_t cap);
 int uring_specific_setup(struct orcd_server *srv, char *err, size_t cap);
+int uring_direct_setup(struct orcd_server *srv, char *err, size_t cap);
 
 /* engine_uring.c */
 struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need);

@@ -338,6 +338,35 @@ int uring_specific_setup(struct orcd_server *srv, char *err, size_t cap)
 	return 0;
 }
 
+/*
+ * 6.1 refuses a registered-file table larger than RLIMIT_NOFILE (rsrc.c,
+ * io_sqe_files_register: EMFILE), and the usual soft limit is 1024 while
+ * slots defaults to 4096. Raise the soft limit toward the hard one once,
+ * before the workers start; a worker clamps its table to what is left.
+ */
+int uring_direct_setup(struct orcd_server *srv, char *err, size_t cap)
+{
+	struct rlimit rl;
+	rlim_t want = srv->cfg->slots;
+
+	(void)err;
+	(void)cap;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return 0;
+	rl.rlim_cur = want;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
+		rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < want)
+		log_msg(LOG_WARNING,
+			"engine direct: RLIMIT_NOFILE hard limit %llu < slots %u: "
+			"each worker gets %llu slots",
+			(unsigned long long)rl.rlim_max, srv->cfg->slots,
+			(unsigned long long)rl.rlim_cur);
+	return 0;
+}
+
 /* ---- provided buffers for first recvs ---- */
 
 #define BR_ENTRIES 256
@@ -406,8 +435,14 @@ int uring_slot_range(struct uring_worker *uw, int *base, unsigned *n)
 
 	*n = w->cfg->slots;
 	*base = 0;
-	if (uw->fl != &uring_flavor_specific)
-		return 0;
+	if (uw->fl != &uring_flavor_specific) {
+		struct rlimit rl;
+
+		/* A registered table may not outgrow RLIMIT_NOFILE. */
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < *n)
+			*n = (unsigned)rl.rlim_cur;
+		return *n >= 16 ? 0 : -EMFILE;
+	}
 	/* The reservation was made by setup for every worker; its size is
 	 * the current minimum minus the base (nothing else raises it). */
 	int min = prctl(ORCD_PR_INCREASE_MIN_FD, 0, 0, 0, 0);
