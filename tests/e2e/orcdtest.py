@@ -380,6 +380,8 @@ class Orcd:
             self.proc.kill()
             raise TestFailure("orcd did not stop within 30 s of SIGTERM")
         self.stderr.close()
+        if getattr(self, "stdout", None) is not None:
+            self.stdout.close()
         text = self.stderr_text().encode()
         for mark in SANITIZER_MARKS:
             check(mark not in text, "sanitizer report:\n" + self.stderr_text())
@@ -389,6 +391,10 @@ class Orcd:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        for f in (getattr(self, "stdout", None), getattr(self, "stderr",
+                                                         None)):
+            if f is not None:
+                f.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

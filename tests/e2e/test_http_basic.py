@@ -173,6 +173,34 @@ def method_with_body_is_not_smuggled(srv):
 
 
 @orcdtest.case
+def error_reaches_client_still_sending_body(srv):
+    # orcd answers before the client has finished sending a body it will
+    # never read; the answer must still arrive (no reset that destroys
+    # it: RFC 9112 9.6 staged close).
+    import threading
+    for m, status in (("POST", 405), ("GET", 400)):
+        size = 1 << 20
+        with srv.conn() as c:
+            def sender():
+                try:
+                    c.sock.sendall(build_request(
+                        m, "/hello.txt", {"Content-Length": str(size)})
+                        + b"x" * size)
+                except OSError:
+                    pass
+            t = threading.Thread(target=sender)
+            t.start()
+            try:
+                r = c.read_response()
+            except ConnectionResetError:
+                r = None
+            t.join(20)
+            check(r is not None, "%s with a 1 MiB body: reset before "
+                  "the response" % m)
+            eq(r.status, status, "%s with a 1 MiB body" % m)
+
+
+@orcdtest.case
 def http2_version_505(srv):
     for v in ("HTTP/2.0", "HTTP/3.0", "HTTP/9.9"):
         closes_with(srv, ("GET / %s\r\nHost: t\r\n\r\n" % v).encode(), 505, v)

@@ -270,6 +270,10 @@ def send_timeout_closes_stalled_reader(srv):
     sparse(srv, "stall.bin", 64 << 20)
     with srv.conn(rcvbuf=4096) as c:
         c.send(build_request("GET", "/stall.bin"))
+        # The head proves orcd holds the connection; then stop reading.
+        r = c.read_response(head_request=True)
+        eq(r.status, 200, "status")
+        n = int(r.header("content-length"))
         t0 = time.monotonic()
         if srv.engine == "epoll":
             orcdtest.wait_until(lambda: srv.fd_count() == srv.fd_baseline,
@@ -282,9 +286,6 @@ def send_timeout_closes_stalled_reader(srv):
             # Direct descriptors are not in /proc/PID/fd: let the timeout
             # (with some slack) pass, then the body must come up short.
             time.sleep(2 * SEND)
-        r = c.read_response(head_request=True)
-        eq(r.status, 200, "status")
-        n = int(r.header("content-length"))
         try:
             c.read_exact(n)
             raise orcdtest.TestFailure("stalled reader got the whole body")
@@ -297,7 +298,7 @@ def send_timeout_closes_stalled_reader(srv):
 def send_timeout_counts_from_last_progress(srv):
     # A slow but steady reader is served for longer than send_timeout
     # (and longer than idle_timeout): both count from the last progress.
-    sparse(srv, "steady.bin", 64 << 20)
+    sparse(srv, "steady.bin", 256 << 20)
     # A small receive window keeps what the kernels buffer small, so an
     # early close by orcd shows up as an early EOF here.
     with srv.conn(rcvbuf=16384) as c:
@@ -311,8 +312,9 @@ def send_timeout_counts_from_last_progress(srv):
             check(chunk, "closed after %d bytes, %.2fs, while the client "
                   "kept reading" % (got, time.monotonic() - t0))
             got += len(chunk)
-            # ~1.5 MB/s: slow, never stalled for anything like 1 s.
-            time.sleep(len(chunk) / 1.5e6)
+            # ~20 MB/s: throttled so the download outlasts the timeouts,
+            # yet fast enough that orcd's socket buffer keeps draining.
+            time.sleep(len(chunk) / 20e6)
         if srv.engine == "epoll":
             check(srv.fd_count() > srv.fd_baseline,
                   "orcd dropped the steady reader after %.1fs"
