@@ -291,9 +291,16 @@ void uconn_handle_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
 static void arm_recv(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
-	struct io_uring_sqe *sqe = uring_sqe(uw, 2);
+	struct io_uring_sqe *sqe;
 	unsigned tflags = 0;
 
+	if (uw->stopping && !c->in_len) {
+		/* A deferred re-arm after the stop began: nothing to wait
+		 * for. */
+		uconn_close(c, true);
+		return;
+	}
+	sqe = uring_sqe(uw, 2);
 	if (!sqe) {
 		uconn_defer(c, arm_recv);
 		return;
