@@ -27,6 +27,13 @@ def rss(srv):
     raise orcdtest.TestFailure("no VmRSS")
 
 
+def sanitized(srv):
+    """ASan keeps freed memory in quarantine and pads every allocation:
+    RSS says nothing about orcd's own footprint then."""
+    with open("/proc/%d/maps" % srv.proc.pid) as f:
+        return "libasan" in f.read()
+
+
 def raise_nofile(n):
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -67,8 +74,9 @@ def idle_keepalive_10k_bounded_memory(srv):
         per = grown / IDLE_CONNS
         print("# %d idle keep-alive connections: RSS +%d KiB, %.0f bytes "
               "each" % (IDLE_CONNS, grown // 1024, per))
-        check(per <= IDLE_BYTES_MAX, "%.0f bytes of RSS per idle "
-              "connection (limit %d)" % (per, IDLE_BYTES_MAX))
+        check(per <= IDLE_BYTES_MAX or sanitized(srv),
+              "%.0f bytes of RSS per idle connection (limit %d)"
+              % (per, IDLE_BYTES_MAX))
         # They are all still usable.
         for i in range(0, IDLE_CONNS, 97):
             conns[i].send(req)
@@ -105,7 +113,7 @@ def stalled_downloads_memory_independent_of_file_size(srv):
             time.sleep(0.02)
         grown = peak - base_rss
         print("# 20 stalled 64 MiB downloads: RSS +%d KiB" % (grown // 1024))
-        check(grown < 20 * (1 << 20), "RSS grew %d MiB for 20 stalled "
+        check(grown < 20 * (1 << 20) or sanitized(srv), "RSS grew %d MiB for 20 stalled "
               "downloads of a 64 MiB file" % (grown >> 20))
     finally:
         for c in conns:
