@@ -285,6 +285,55 @@ def sighup_keeps_connections():
         srv.stop()
 
 
+@orcdtest.case
+def sighup_during_download():
+    # A response in flight finishes from the file it started on, even
+    # when the reload swaps the root away (and frees the old config).
+    with Server() as srv:
+        srv.start()
+        with open(srv.path("big.bin"), "rb") as f:
+            big = f.read()
+        second = os.path.join(srv.tmp, "second")
+        os.makedirs(second)
+        with open(os.path.join(second, "big.bin"), "wb") as f:
+            f.write(b"other" * 1000)
+        c = srv.conn(rcvbuf=16384)
+        c.send(build_request("GET", "/big.bin"))
+        r = c.read_response(head_request=True)
+        eq(r.header("content-length"), str(len(big)), "Content-Length")
+        got = c.read_exact(65536)
+        set_conf(srv, base_conf(srv, second))
+        n = srv.stderr_text().count("reload")
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: srv.stderr_text().count("reload") > n, 10,
+                   "the reload to be logged")
+        got += c.read_exact(len(big) - len(got))
+        check(got == big, "body changed by a reload mid-response")
+        # The same connection's next request sees the new root.
+        c.send(build_request("GET", "/big.bin", {"Connection": "close"}))
+        eq(c.read_response().body, b"other" * 1000, "after the reload")
+        c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def reloads_do_not_leak():
+    with Server() as srv:
+        srv.start()
+        base = srv.fd_count()
+        for i in range(20):
+            n = srv.stderr_text().count("reload")
+            srv.signal(signal.SIGHUP)
+            wait_until(lambda: srv.stderr_text().count("reload") > n, 10,
+                       "reload %d to be logged" % i)
+            eq(srv.get("/hello.txt").body, HELLO, "after reload %d" % i)
+        wait_until(lambda: srv.fd_count() == base, 10,
+                   "fds after 20 reloads to return to %d (now %d)"
+                   % (base, srv.fd_count()))
+        srv.stop()
+
+
 # ---- access log ----
 
 def log_lines(srv):
