@@ -177,6 +177,20 @@ def directory_without_slash_301(srv):
 
 
 @orcdtest.case
+def redirect_location_stays_encoded(srv):
+    # The Location of "/sp%20ace" must be a valid URI reference: the
+    # space stays encoded, nothing decoded can break the header.
+    srv.write_file("sp ace/index.html", b"<p>space dir</p>\n")
+    r = get_raw_target(srv, "/sp%20ace")
+    eq(r.status, 301, "/sp%20ace")
+    loc = r.header("location", "")
+    check(loc.endswith("/sp%20ace/"), "Location %r" % loc)
+    check(" " not in loc, "raw space in Location %r" % loc)
+    r = get_raw_target(srv, "/sp%20ace/")
+    eq((r.status, r.body), (200, b"<p>space dir</p>\n"), "/sp%20ace/")
+
+
+@orcdtest.case
 def directory_without_index(srv):
     r = get_raw_target(srv, "/noindex/")
     check(r.status in (403, 404), "/noindex/: status %d" % r.status)
