@@ -445,6 +445,28 @@ def access_log_combined():
 
 
 @orcdtest.case
+def access_log_names_the_bad_request():
+    # A request refused for its headers is logged with its client and
+    # request line, so the operator can see who sent what.
+    with Server() as srv:
+        srv.start()
+        start = len(log_lines(srv))
+        srv.exchange(b"GET /no-host.txt HTTP/1.1\r\n\r\n")
+        srv.exchange(b"GET /" + b"L" * 9000 + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+        wait_until(lambda: len(log_lines(srv)) >= start + 2, 10,
+                   "two access log lines")
+        lines = log_lines(srv)[start:]
+        m = COMBINED.match(lines[0])
+        check(m, "not combined: %r" % lines[0])
+        eq((m.group(1), m.group(5), m.group(6)),
+           ("127.0.0.1", "GET /no-host.txt HTTP/1.1", "400"),
+           "line of a request without Host")
+        m = COMBINED.match(lines[1])
+        check(m and m.group(6) == "414", "414 line: %r" % lines[1][:200])
+        srv.stop()
+
+
+@orcdtest.case
 def access_log_stdout_and_off_by_default():
     with Server() as srv:
         conf = base_conf(srv).replace("access_log %s;\n" % srv.access_log,
