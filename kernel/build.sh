@@ -79,14 +79,16 @@ ensure_packages() {
 
 git_src() { git -C "$pristine" "$@"; }
 
+pristine_current() {
+	local stamp=$pristine/.git/orcd-tarball
+	[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(stat -c '%s %Y' "$tarball")" ]
+}
+
 # Unpack the tarball once and commit it as-is on branch "pristine".
 ensure_pristine() {
-	local stamp want
+	local stamp=$pristine/.git/orcd-tarball want
 	want=$(stat -c '%s %Y' "$tarball")
-	stamp=$pristine/.git/orcd-tarball
-	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-		return
-	fi
+	pristine_current && return
 	log "unpacking $tarball into $cache"
 	rm -rf "$pristine" "$patched" "$cache/build" "$cache/state"
 	mkdir -p "$cache"
@@ -109,14 +111,17 @@ patches_hash() {
 	} | sha256sum | cut -d' ' -f1
 }
 
+patched_current() {
+	local stamp=$cache/state/patched.hash
+	[ -d "$patched" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(patches_hash)" ]
+}
+
 # Worktree "linux-orcd" on branch "orcd": pristine + the series, rebuilt
 # only when the series (or the pristine commit) changed.
 ensure_patched() {
 	local want stamp=$cache/state/patched.hash
 	want=$(patches_hash)
-	if [ -d "$patched" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-		return
-	fi
+	patched_current && return
 	mkdir -p "$cache/state"
 	if [ ! -d "$patched" ]; then
 		quiet git_src worktree prune
@@ -174,8 +179,6 @@ configure() {
 	fi
 	log "configuring $variant: tinyconfig + ${frags[*]##*/}"
 	mkdir -p "$build"
-	# Generate into a scratch file and install it only if it differs, so an
-	# unchanged config keeps its timestamp and triggers no rebuild.
 	# Kconfig only rebuilds what changed symbols touch, so regenerating
 	# an identical .config costs nothing but these few seconds.
 	local cfglog=$build/.orcd-config.log
@@ -191,12 +194,30 @@ configure() {
 	echo "$want" >"$stamp"
 }
 
+# Wait for a lock, saying why when it is not free at once.
+lock() {
+	flock -n "$@" && return
+	log "waiting for another build.sh using $cache"
+	flock "$@"
+}
+
 ensure_packages
-ensure_pristine
+# Concurrent callers (CI, the QEMU harness, a developer) share the cache:
+# the source trees are held shared while anything builds from them and
+# exclusive only while they are (re)created; each build dir is held by
+# one build at a time. A no-op run never waits for another variant.
+mkdir -p "$cache"
+exec 8>"$cache/.src.lock"
+lock -s 8
+if ! pristine_current || { [ $unpatched = 0 ] && ! patched_current; }; then
+	lock -x 8
+	ensure_pristine
+	[ $unpatched = 1 ] || ensure_patched
+	lock -s 8
+fi
 if [ $unpatched = 1 ]; then
 	src=$pristine
 else
-	ensure_patched
 	src=$patched
 fi
 
@@ -211,29 +232,58 @@ export CCACHE_NOHASHDIR=1
 mkdir -p "$CCACHE_DIR"
 mkargs=(CC="ccache gcc" HOSTCC="ccache gcc" -j"$jobs")
 
+mkdir -p "$build"
+exec 9>"$build.lock"
+lock 9
+
+# What the tree is: its commit plus any local changes (sources here only
+# change through git).
+tree_state() {
+	git -C "$src" rev-parse HEAD
+	git -C "$src" status --porcelain --untracked-files=no
+}
+
 if [ "$print" = headers ]; then
-	mkdir -p "$build"
-	quiet make -s -C "$src" O="$build" "${mkargs[@]}" headers_install INSTALL_HDR_PATH="$build/usr"
+	# Headers need no .config; skip them too when the tree is unchanged.
+	hstamp=$build/.orcd-headers.hash
+	want=$(tree_state | sha256sum | cut -d' ' -f1)
+	if ! [ -d "$build/usr/include" ] || ! [ -f "$hstamp" ] ||
+	   [ "$(cat "$hstamp")" != "$want" ]; then
+		quiet make -s -C "$src" O="$build" "${mkargs[@]}" headers_install INSTALL_HDR_PATH="$build/usr"
+		echo "$want" >"$hstamp"
+	fi
 	echo "$build/usr/include"
 	exit 0
 fi
 
 configure
-start=$(date +%s)
-log "building $variant in $build (make -j$jobs)"
-quiet make -s -C "$src" O="$build" "${mkargs[@]}" bzImage
-quiet make -s -C "$src" O="$build" "${mkargs[@]}" headers_install INSTALL_HDR_PATH="$build/usr"
-log "done in $(( $(date +%s) - start ))s; headers in $build/usr/include"
+
+# Tree state + config identify the inputs; when they match the last
+# successful build, even the ~20 s no-op make is skipped.
+bzimage=$build/arch/x86/boot/bzImage
+built=$build/.orcd-built.hash
+inputs=$( { tree_state; cat "$build/.orcd-config.hash"; } | sha256sum | cut -d' ' -f1)
+if [ -f "$bzimage" ] && [ -f "$built" ] && [ "$(cat "$built")" = "$inputs" ]; then
+	log "$variant is up to date"
+else
+	start=$(date +%s)
+	log "building $variant in $build (make -j$jobs)"
+	rm -f "$built"
+	quiet make -s -C "$src" O="$build" "${mkargs[@]}" bzImage
+	quiet make -s -C "$src" O="$build" "${mkargs[@]}" headers_install INSTALL_HDR_PATH="$build/usr"
+	echo "$inputs" >"$built"
+	log "done in $(( $(date +%s) - start ))s; headers in $build/usr/include"
+fi
 
 mkdir -p "$cache/state"
 status=$cache/status.txt
 touch "$status"
 {
 	grep -v -E "^($variant|src|headers-$variant)=" "$status" || true
-	echo "$variant=$build/arch/x86/boot/bzImage"
+	echo "$variant=$bzimage"
 	echo "headers-$variant=$build/usr/include"
 	[ $unpatched = 1 ] || echo "src=$src"
 } >"$status.new"
 mv "$status.new" "$status"
 
-echo "$build/arch/x86/boot/bzImage"
+echo "$bzimage"
