@@ -182,7 +182,9 @@ static bool same_listeners(const struct orcd_config *a,
 	return true;
 }
 
-static void reload(struct orcd_server *s, const struct cli_opts *o)
+/* ready: READY=1 was sent at start-up (else it waits for the workers). */
+static void reload(struct orcd_server *s, const struct cli_opts *o,
+		   bool ready)
 {
 	struct orcd_config *c, *old;
 	char err[512];
@@ -195,7 +197,8 @@ static void reload(struct orcd_server *s, const struct cli_opts *o)
 	if (server_load_config(o, &c, err, sizeof(err))) {
 		log_msg(LOG_ERR, "reload failed, keeping the running configuration: %s",
 			err);
-		sd_notify(0, "READY=1");
+		if (ready)
+			sd_notify(0, "READY=1");
 		return;
 	}
 	if (!same_listeners(s->cfg, c))
@@ -208,7 +211,8 @@ static void reload(struct orcd_server *s, const struct cli_opts *o)
 	config_put(old);
 	wake_workers(s);
 	log_msg(LOG_NOTICE, "configuration reloaded");
-	sd_notify(0, "READY=1");
+	if (ready)
+		sd_notify(0, "READY=1");
 }
 
 static void notify_status(struct orcd_server *s)
@@ -299,12 +303,26 @@ static int poll_timeout_ms(const struct watchdog *wd)
 					  1000;
 }
 
+/* Every worker's loop has turned once: its ring or event loop exists and
+ * its accepts are armed, so the server really serves. */
+static bool all_turned(const struct orcd_server *s)
+{
+	unsigned k;
+
+	for (k = 0; k < s->n_workers; k++)
+		if (!atomic_load_explicit(&s->workers[k].heartbeat,
+					  memory_order_relaxed))
+			return false;
+	return true;
+}
+
 /* Wait for signals and worker exits; returns the process exit code. */
 static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		     int sig_fd, int done_fd, int metrics_fd)
 {
 	struct watchdog wd;
 	unsigned done = 0;
+	bool ready = false;
 	int rc = 0;
 
 	watchdog_init(&wd, s->n_workers);
@@ -315,7 +333,16 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		struct signalfd_siginfo si;
 		uint64_t v;
 
-		if (poll(p, metrics_fd >= 0 ? 3 : 2, poll_timeout_ms(&wd)) < 0 &&
+		if (!ready && !atomic_load(&s->stopping) && all_turned(s)) {
+			ready = true;
+			log_msg(LOG_NOTICE,
+				"serving %s with %u worker(s), engine %s",
+				s->cfg->root, s->n_workers, s->engine->name);
+			sd_notify(0, "READY=1");
+			notify_status(s);
+		}
+		if (poll(p, metrics_fd >= 0 ? 3 : 2,
+			 ready ? poll_timeout_ms(&wd) : 10) < 0 &&
 		    errno != EINTR) {
 			log_msg(LOG_ERR, "poll: %s; stopping", strerror(errno));
 			rc = 1;
@@ -325,7 +352,8 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		}
 		if (metrics_fd >= 0 && (p[2].revents & POLLIN))
 			metrics_serve(s, metrics_fd);
-		watchdog_check(&wd, s);
+		if (ready) /* systemd arms the watchdog at READY=1 */
+			watchdog_check(&wd, s);
 		if (p[1].revents & POLLIN && read(done_fd, &v, sizeof(v)) > 0) {
 			done += (unsigned)v;
 			if (!atomic_load(&s->stopping)) {
@@ -336,7 +364,8 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 			}
 		}
 		if (!(p[0].revents & POLLIN)) {
-			notify_status(s);
+			if (ready)
+				notify_status(s);
 			continue;
 		}
 		if (read(sig_fd, &si, sizeof(si)) != sizeof(si))
@@ -344,7 +373,7 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		switch (si.ssi_signo) {
 		case SIGHUP:
 			if (!atomic_load(&s->stopping))
-				reload(s, o);
+				reload(s, o, ready);
 			break;
 		case SIGUSR1:
 			if (s->access_log && access_log_reopen(s->access_log))
@@ -507,11 +536,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		}
 		started++;
 	}
-	if (started == s.n_workers) {
-		log_msg(LOG_NOTICE, "serving %s with %u worker(s), engine %s",
-			cfg->root, s.n_workers, s.engine->name);
-		sd_notify(0, "READY=1");
-	}
+	/* READY=1 comes from main_loop once every worker's loop runs. */
 	s.n_workers = started;
 	wake_workers(&s);
 	rc = main_loop(&s, o, sig_fd, done_fd, metrics_fd);
