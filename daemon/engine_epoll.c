@@ -58,6 +58,7 @@ struct conn {
 	size_t len;		/* request bytes in buf */
 	struct http_request req;
 	bool have_req;		/* req parsed (access log, pipelining) */
+	bool fresh;		/* no request yet on this connection */
 	struct response_plan plan; /* plan.fd is ours while writing */
 	size_t head_sent;
 	uint64_t body_sent;
@@ -241,6 +242,7 @@ static void conn_step(struct conn *c)
 		break;
 	}
 	c->have_req = true;
+	c->fresh = false;
 	err = respond_plan(cfg, &c->req, time(NULL), RESPOND_KEEP_FD,
 			   c->buf + c->cap, HEAD_ROOM, &c->plan);
 	if (err) {
@@ -402,6 +404,7 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 		c->peer = peer;
 		c->plan.fd = -1;
 		c->state = CONN_IDLE;
+		c->fresh = true;
 		ev_io_init(&c->io, conn_on_io, fd, EV_READ);
 		ev_timer_init(&c->timer, conn_on_timer, 0., 0.);
 		c->next = ew->conns;
@@ -460,7 +463,8 @@ static void begin_stop(struct ep_worker *ew)
 	 * current response (conn_response_done closes them). */
 	for (c = ew->conns; c; c = next) {
 		next = c->next;
-		if (c->state != CONN_WRITING)
+		if (c->state != CONN_WRITING &&
+		    !(c->fresh && server_spare_fresh(ew->w)))
 			conn_close(c);
 	}
 	if (!ew->n_conns) {

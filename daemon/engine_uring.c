@@ -170,7 +170,7 @@ static void accept_done(struct uacceptor *a, int res)
 				uw->w->id);
 			return;
 		}
-		if (uw->stopping)
+		if (uw->stopping && !server_spare_fresh(uw->w))
 			uconn_close(c, true);
 		else
 			uconn_input(c);

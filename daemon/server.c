@@ -69,49 +69,62 @@ void server_worker_refresh(struct orcd_worker *w)
 
 bool server_stopping(const struct orcd_worker *w)
 {
-	return atomic_load(&w->srv->stopping);
+	return atomic_load(&w->srv->stopping) || atomic_load(&w->retiring);
+}
+
+/* Workers started together, at start-up or by a reload that changed the
+ * listen addresses; a replaced one drains while its successor serves. */
+struct orcd_generation {
+	struct orcd_worker *workers;
+	unsigned n;
+	struct orcd_generation *next;
+};
+
+static void stats_add(struct orcd_stats *dst, const struct orcd_stats *src)
+{
+	_Atomic uint64_t *d = (_Atomic uint64_t *)dst;
+	const _Atomic uint64_t *v = (const _Atomic uint64_t *)src;
+	size_t n = sizeof(*dst) / sizeof(*d), i;
+
+	for (i = 0; i < n; i++)
+		atomic_fetch_add_explicit(
+			&d[i], atomic_load_explicit(&v[i], memory_order_relaxed),
+			memory_order_relaxed);
 }
 
 void server_stats_sum(const struct orcd_server *s, struct orcd_stats *out)
 {
-	_Atomic uint64_t *dst = (_Atomic uint64_t *)out;
-	size_t n = sizeof(*out) / sizeof(*dst), i;
+	const struct orcd_generation *g;
 	unsigned k;
 
 	memset(out, 0, sizeof(*out));
-	for (k = 0; k < s->n_workers; k++) {
-		const _Atomic uint64_t *src =
-			(const _Atomic uint64_t *)&s->workers[k].stats;
-
-		for (i = 0; i < n; i++)
-			atomic_fetch_add_explicit(
-				&dst[i],
-				atomic_load_explicit(&src[i],
-						     memory_order_relaxed),
-				memory_order_relaxed);
-	}
+	stats_add(out, &s->retired);
+	for (k = 0; k < s->n_workers; k++)
+		stats_add(out, &s->workers[k].stats);
+	for (g = s->retiring; g; g = g->next)
+		for (k = 0; k < g->n; k++)
+			stats_add(out, &g->workers[k].stats);
 }
 
-static void wake_workers(struct orcd_server *s)
+static void wake(struct orcd_worker *ws, unsigned n)
 {
 	uint64_t one = 1;
 	unsigned i;
 
-	for (i = 0; i < s->n_workers; i++)
-		if (write(s->workers[i].wake_fd, &one, sizeof(one)) < 0)
+	for (i = 0; i < n; i++)
+		if (write(ws[i].wake_fd, &one, sizeof(one)) < 0)
 			log_msg(LOG_ERR, "wake worker %u: %s", i,
 				strerror(errno));
 }
 
-struct thread_arg {
-	struct orcd_worker *w;
-	int done_fd;
-};
+static void wake_workers(struct orcd_server *s)
+{
+	wake(s->workers, s->n_workers);
+}
 
 static void *worker_main(void *arg)
 {
-	struct thread_arg *ta = arg;
-	struct orcd_worker *w = ta->w;
+	struct orcd_worker *w = arg;
 	uint64_t one = 1;
 
 	w->result = w->srv->engine->run(w);
@@ -119,10 +132,228 @@ static void *worker_main(void *arg)
 	if (w->result < 0)
 		log_msg(LOG_ERR, "worker %u: engine %s failed: %s", w->id,
 			w->srv->engine->name, strerror(-w->result));
-	if (write(ta->done_fd, &one, sizeof(one)) < 0)
+	if (write(w->srv->done_fd, &one, sizeof(one)) < 0)
 		log_msg(LOG_ERR, "worker %u: done notify: %s", w->id,
 			strerror(errno));
 	return NULL;
+}
+
+/* Starts n workers on ws (listeners already set); returns how many
+ * started. One that failed holds nothing. */
+static unsigned start_workers(struct orcd_server *s, struct orcd_worker *ws,
+			      unsigned n, struct orcd_config *cfg)
+{
+	unsigned k;
+
+	for (k = 0; k < n; k++) {
+		struct orcd_worker *w = &ws[k];
+
+		w->id = k;
+		w->srv = s;
+		w->cfg = config_get(cfg);
+		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (w->wake_fd < 0 ||
+		    pthread_create(&w->thread, NULL, worker_main, w)) {
+			log_msg(LOG_ERR, "starting worker %u failed", k);
+			if (w->wake_fd >= 0)
+				close(w->wake_fd);
+			w->wake_fd = -1;
+			config_put(w->cfg);
+			w->cfg = NULL;
+			return k;
+		}
+	}
+	return n;
+}
+
+static bool all_done(const struct orcd_worker *ws, unsigned n)
+{
+	unsigned k;
+
+	for (k = 0; k < n; k++)
+		if (!atomic_load(&ws[k].done))
+			return false;
+	return true;
+}
+
+static bool any_done(const struct orcd_worker *ws, unsigned n)
+{
+	unsigned k;
+
+	for (k = 0; k < n; k++)
+		if (atomic_load(&ws[k].done))
+			return true;
+	return false;
+}
+
+static bool holds_fd(const struct orcd_worker *ws, unsigned n, int fd)
+{
+	unsigned k, i;
+
+	for (k = 0; k < n; k++)
+		for (i = 0; i < ws[k].n_listen; i++)
+			if (ws[k].listen_fds[i] == fd)
+				return true;
+	return false;
+}
+
+/* The current generation or one still retiring listens on fd. */
+static bool listen_fd_in_use(const struct orcd_server *s, int fd)
+{
+	const struct orcd_generation *g;
+
+	if (holds_fd(s->workers, s->n_workers, fd))
+		return true;
+	for (g = s->retiring; g; g = g->next)
+		if (holds_fd(g->workers, g->n, fd))
+			return true;
+	return false;
+}
+
+/* Listeners in ws[from..n) that no live generation holds are closed. */
+static void close_unused_listeners(struct orcd_server *s,
+				   struct orcd_worker *ws, unsigned from,
+				   unsigned n)
+{
+	unsigned k, i;
+
+	for (k = from; k < n; k++) {
+		for (i = 0; i < ws[k].n_listen; i++)
+			if (!listen_fd_in_use(s, ws[k].listen_fds[i]))
+				close(ws[k].listen_fds[i]);
+		ws[k].n_listen = 0;
+	}
+}
+
+/* Joins a generation no longer on any list: its counters go to
+ * s->retired (gauges of a finished worker are 0 by definition) and the
+ * listeners only it held are closed. */
+static void generation_free(struct orcd_server *s, struct orcd_generation *g)
+{
+	unsigned k;
+
+	for (k = 0; k < g->n; k++) {
+		struct orcd_worker *w = &g->workers[k];
+
+		pthread_join(w->thread, NULL);
+		atomic_store(&w->stats.conns_open, 0);
+		atomic_store(&w->stats.chains_inflight, 0);
+		atomic_store(&w->stats.slots_inuse, 0);
+		stats_add(&s->retired, &w->stats);
+		if (w->wake_fd >= 0)
+			close(w->wake_fd);
+		if (w->cfg)
+			config_put(w->cfg);
+	}
+	close_unused_listeners(s, g->workers, 0, g->n);
+	free(g->workers);
+	free(g);
+}
+
+/* Frees the retiring generations whose workers all returned (all of them
+ * when wait: they are stopping, so the joins end). */
+static void reap_retiring(struct orcd_server *s, bool wait)
+{
+	struct orcd_generation **pp = &s->retiring;
+
+	while (*pp) {
+		struct orcd_generation *g = *pp;
+
+		if (!wait && !all_done(g->workers, g->n)) {
+			pp = &g->next;
+			continue;
+		}
+		*pp = g->next;
+		generation_free(s, g);
+		log_msg(LOG_INFO, "workers of the previous listen addresses finished");
+	}
+}
+
+/* The workers ws[0..n) stop accepting and drain; g tracks them until
+ * reap_retiring() joins them. */
+static void retire(struct orcd_server *s, struct orcd_worker *ws, unsigned n,
+		   struct orcd_generation *g)
+{
+	unsigned k;
+
+	for (k = 0; k < n; k++)
+		atomic_store(&ws[k].retiring, true);
+	wake(ws, n);
+	g->workers = ws;
+	g->n = n;
+	g->next = s->retiring;
+	s->retiring = g;
+}
+
+static bool same_listen(const struct orcd_listen *a,
+			const struct orcd_listen *b)
+{
+	return a->addrlen == b->addrlen &&
+	       !memcmp(&a->addr, &b->addr, a->addrlen);
+}
+
+/*
+ * A reload that changes the listen addresses starts a new generation of
+ * workers on the new set, as nginx starts new worker processes: each new
+ * worker takes over its predecessor's sockets for the addresses that stay
+ * (nothing waiting in a backlog is lost) and opens the added ones; the old
+ * generation stops accepting and drains, and the sockets only it held are
+ * closed once it is gone. Rings and loops are per worker, so no engine
+ * needs a hook. Returns 0, or -errno with err set and nothing changed.
+ */
+static int swap_generation(struct orcd_server *s, struct orcd_config *c,
+			   char *err, size_t cap)
+{
+	unsigned n = s->n_workers, k, i, j, started;
+	struct orcd_worker *ws = calloc(n, sizeof(*ws));
+	struct orcd_generation *g = calloc(1, sizeof(*g));
+	int e = 0;
+
+	if (!ws || !g) {
+		free(ws);
+		free(g);
+		snprintf(err, cap, "out of memory");
+		return -ENOMEM;
+	}
+	for (k = 0; k < n && !e; k++) {
+		const struct orcd_worker *old = &s->workers[k];
+
+		ws[k].wake_fd = -1;
+		for (i = 0; i < c->n_listen; i++) {
+			int fd = -1;
+
+			for (j = 0; j < s->cfg->n_listen && j < old->n_listen;
+			     j++)
+				if (same_listen(&s->cfg->listen[j],
+						&c->listen[i]))
+					fd = old->listen_fds[j];
+			if (fd < 0)
+				fd = listen_open(&c->listen[i], err, cap);
+			if (fd < 0) {
+				e = fd;
+				break;
+			}
+			ws[k].listen_fds[ws[k].n_listen++] = fd;
+		}
+	}
+	if (!e) {
+		started = start_workers(s, ws, n, c);
+		if (started == n) {
+			retire(s, s->workers, n, g);
+			s->workers = ws;
+			return 0;
+		}
+		snprintf(err, cap,
+			 "starting workers for the new listen addresses failed");
+		/* The ones that did start drain and go. */
+		close_unused_listeners(s, ws, started, n);
+		retire(s, ws, started, g);
+		return -EAGAIN;
+	}
+	close_unused_listeners(s, ws, 0, n);
+	free(ws);
+	free(g);
+	return e;
 }
 
 /* Bind before dropping privileges so ports below 1024 work; create rings
@@ -175,9 +406,7 @@ static bool same_listeners(const struct orcd_config *a,
 	if (a->n_listen != b->n_listen)
 		return false;
 	for (i = 0; i < a->n_listen; i++)
-		if (a->listen[i].addrlen != b->listen[i].addrlen ||
-		    memcmp(&a->listen[i].addr, &b->listen[i].addr,
-			   a->listen[i].addrlen))
+		if (!same_listen(&a->listen[i], &b->listen[i]))
 			return false;
 	return true;
 }
@@ -201,9 +430,26 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 			sd_notify(0, "READY=1");
 		return;
 	}
-	if (!same_listeners(s->cfg, c))
+	if (same_listeners(s->cfg, c)) {
+		/* The usual case: the workers take the new config. */
+	} else if (s->socket_activated) {
+		log_msg(LOG_NOTICE,
+			"reload: listen ignored: the service manager passes the sockets");
+	} else if (s->engine->kind == ORCD_ENGINE_SPECIFIC) {
+		/* Its slot ranges are reserved once, for one set of workers. */
 		log_msg(LOG_WARNING,
-			"reload: listen addresses changed; they take effect on restart");
+			"reload: engine specific: listen addresses change on restart");
+	} else if (swap_generation(s, c, err, sizeof(err))) {
+		log_msg(LOG_ERR, "reload failed, keeping the running configuration: %s",
+			err);
+		config_put(c);
+		if (ready)
+			sd_notify(0, "READY=1");
+		return;
+	} else {
+		log_msg(LOG_NOTICE,
+			"reload: new workers serve the new listen addresses; the previous ones drain");
+	}
 	pthread_mutex_lock(&s->cfg_lock);
 	old = s->cfg;
 	s->cfg = c;
@@ -321,12 +567,12 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		     int sig_fd, int done_fd, int metrics_fd)
 {
 	struct watchdog wd;
-	unsigned done = 0;
 	bool ready = false;
 	int rc = 0;
 
 	watchdog_init(&wd, s->n_workers);
-	while (done < s->n_workers) {
+	while (!atomic_load(&s->stopping) || s->retiring ||
+	       !all_done(s->workers, s->n_workers)) {
 		struct pollfd p[3] = { { sig_fd, POLLIN, 0 },
 				       { done_fd, POLLIN, 0 },
 				       { metrics_fd, POLLIN, 0 } };
@@ -355,8 +601,9 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		if (ready) /* systemd arms the watchdog at READY=1 */
 			watchdog_check(&wd, s);
 		if (p[1].revents & POLLIN && read(done_fd, &v, sizeof(v)) > 0) {
-			done += (unsigned)v;
-			if (!atomic_load(&s->stopping)) {
+			reap_retiring(s, false);
+			if (!atomic_load(&s->stopping) &&
+			    any_done(s->workers, s->n_workers)) {
 				/* A worker gave up on its own: stop all. */
 				rc = 1;
 				atomic_store(&s->stopping, true);
@@ -426,6 +673,7 @@ static int open_listeners(struct orcd_server *s, int *metrics_passed,
 	if (n > 0)
 		log_msg(LOG_INFO, "using %d socket(s) passed by the service manager",
 			n);
+	s->socket_activated = n > 0;
 	return 0;
 }
 
@@ -447,8 +695,7 @@ static void close_listeners(struct orcd_server *s)
 
 int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 {
-	struct orcd_server s = { .cfg = cfg };
-	struct thread_arg *ta = NULL;
+	struct orcd_server s = { .cfg = cfg, .done_fd = -1 };
 	char err[512], why[512];
 	sigset_t set;
 	int sig_fd = -1, done_fd = -1, metrics_fd = -1, rc = 1;
@@ -458,9 +705,8 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	s.n_workers = cfg->threads ? cfg->threads :
 				     (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 	s.workers = calloc(s.n_workers, sizeof(*s.workers));
-	ta = calloc(s.n_workers, sizeof(*ta));
 	total = s.n_workers;
-	if (!s.workers || !ta)
+	if (!s.workers)
 		goto out;
 	for (k = 0; k < s.n_workers; k++)
 		s.workers[k].wake_fd = -1;
@@ -475,6 +721,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	signal(SIGPIPE, SIG_IGN);
 	sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s.done_fd = done_fd;
 	if (sig_fd < 0 || done_fd < 0) {
 		log_msg(LOG_ERR, "signalfd/eventfd: %s", strerror(errno));
 		goto out;
@@ -519,23 +766,9 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		log_msg(LOG_ERR, "engine %s: %s", s.engine->name, err);
 		goto out;
 	}
-	for (k = 0; k < s.n_workers; k++) {
-		struct orcd_worker *w = &s.workers[k];
-
-		w->id = k;
-		w->srv = &s;
-		w->cfg = config_get(cfg);
-		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		ta[k].w = w;
-		ta[k].done_fd = done_fd;
-		if (w->wake_fd < 0 ||
-		    pthread_create(&w->thread, NULL, worker_main, &ta[k])) {
-			log_msg(LOG_ERR, "starting worker %u failed", k);
-			atomic_store(&s.stopping, true);
-			break;
-		}
-		started++;
-	}
+	started = start_workers(&s, s.workers, s.n_workers, cfg);
+	if (started < s.n_workers)
+		atomic_store(&s.stopping, true);
 	/* READY=1 comes from main_loop once every worker's loop runs. */
 	s.n_workers = started;
 	wake_workers(&s);
@@ -545,6 +778,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		if (s.workers[k].result < 0)
 			rc = 1;
 	}
+	reap_retiring(&s, true);
 	if (!rc)
 		log_msg(LOG_NOTICE, "stopped");
 out:
@@ -565,7 +799,6 @@ out:
 		close(done_fd);
 	if (metrics_fd >= 0)
 		close(metrics_fd);
-	free(ta);
 	free(s.workers);
 	config_put(s.cfg);
 	pthread_mutex_destroy(&s.cfg_lock);

@@ -60,6 +60,9 @@ struct orcd_worker {
 	 * systemd watchdog only while every worker's count moves. */
 	_Atomic uint64_t heartbeat;
 	_Atomic bool done;	/* run() returned */
+	/* Its generation was replaced by a reload that changed the listen
+	 * addresses: stop accepting and drain, like a stop of its own. */
+	_Atomic bool retiring;
 	int result;		/* engine run() return value */
 };
 
@@ -68,6 +71,8 @@ static inline void server_heartbeat(struct orcd_worker *w)
 	atomic_fetch_add_explicit(&w->heartbeat, 1, memory_order_relaxed);
 }
 
+struct orcd_generation;
+
 struct orcd_server {
 	const struct orcd_engine *engine;
 	pthread_mutex_t cfg_lock; /* guards cfg; taken only to swap or refresh */
@@ -75,9 +80,26 @@ struct orcd_server {
 	_Atomic bool stopping;	/* SIGTERM: stop accepting, drain, exit */
 	struct access_log *access_log;
 	unsigned n_workers;
-	struct orcd_worker *workers;
+	struct orcd_worker *workers; /* the current generation */
+	/* Earlier generations still draining, and the counters of those
+	 * that finished (main thread only). */
+	struct orcd_generation *retiring;
+	struct orcd_stats retired;
+	bool socket_activated;	/* listeners came from the service manager */
+	int done_fd;		/* eventfd: a worker's run() returned */
 	int slot_base;		/* first fd of the reserved range (specific) */
 };
+
+/*
+ * A reload retired this worker (new listen addresses) and the server is
+ * not stopping: a connection that has not sent its first request yet is
+ * served rather than closed, since its client is about to send one and
+ * nothing tells it to retry. A stop closes such connections as usual.
+ */
+static inline bool server_spare_fresh(const struct orcd_worker *w)
+{
+	return atomic_load(&w->retiring) && !atomic_load(&w->srv->stopping);
+}
 
 /*
  * Called by an engine when its wake_fd fires (after reading it): takes the

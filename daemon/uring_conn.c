@@ -294,7 +294,8 @@ static void arm_recv(struct uconn *c)
 	struct io_uring_sqe *sqe;
 	unsigned tflags = 0;
 
-	if (uw->stopping && !c->in_len) {
+	if (uw->stopping && !c->in_len &&
+	    !(c->fresh && server_spare_fresh(uw->w))) {
 		/* A deferred re-arm after the stop began: nothing to wait
 		 * for. */
 		uconn_close(c, true);
@@ -407,7 +408,7 @@ void uconn_input(struct uconn *c)
 	int status = 0;
 
 	if (!c->in_len) {
-		if (uw->stopping)
+		if (uw->stopping && !(c->fresh && server_spare_fresh(uw->w)))
 			uconn_close(c, true);
 		else
 			arm_recv(c);
@@ -646,7 +647,8 @@ void uconn_stop(struct uconn *c)
 	struct uring_worker *uw = c->uw;
 	struct io_uring_sqe *sqe;
 
-	if (c->state != CS_RECV || c->cancel_sent || !c->pending)
+	if (c->state != CS_RECV || c->cancel_sent || !c->pending ||
+	    (c->fresh && server_spare_fresh(uw->w)))
 		return;
 	sqe = uring_sqe(uw, 1);
 	if (!sqe)

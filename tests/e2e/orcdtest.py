@@ -296,6 +296,11 @@ class Orcd:
         self.proc = subprocess.Popen(cmd, stdout=self.stdout,
                                      stderr=self.stderr)
         wait_until(self._answers, 15, "orcd to answer on %s:%d" % self.addr)
+        # One worker answering is not all of them: orcd logs "serving"
+        # (and tells systemd READY=1) once every worker's loop runs, and
+        # only then are all their rings, loops and eventfds open.
+        wait_until(lambda: "serving " in self.stderr_text(), 15,
+                   "orcd to log that all workers serve")
         self.fd_baseline = self.fd_count()
         return self
 
