@@ -74,6 +74,30 @@ static int passed_fd_ready(int fd, const char *name, char *err, size_t cap)
 	return 0;
 }
 
+int listen_check_free(const struct orcd_listen *l, char *err, size_t cap)
+{
+	int one = 1, fd, e = 0;
+
+	fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		e = -errno;
+		snprintf(err, cap, "listen %s: socket: %s", l->text,
+			 strerror(errno));
+		return e;
+	}
+	/* SO_REUSEADDR as the real sockets, so TIME_WAIT leftovers of a
+	 * previous run do not count; a listening socket still does. */
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    (l->addr.ss_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one))) ||
+	    bind(fd, (const struct sockaddr *)&l->addr, l->addrlen)) {
+		e = -errno;
+		snprintf(err, cap, "listen %s: %s", l->text, strerror(errno));
+	}
+	close(fd);
+	return e;
+}
+
 int listen_passed(int *fds, unsigned max, int *metrics_fd, char *err,
 		  size_t cap)
 {

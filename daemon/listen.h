@@ -12,6 +12,16 @@
  */
 int listen_open(const struct orcd_listen *l, char *err, size_t cap);
 
+/*
+ * 0 when nothing listens on l's address yet, else -EADDRINUSE (-errno)
+ * with err set. The workers' sockets use SO_REUSEPORT, which would let a
+ * second orcd (or anything of the same uid with SO_REUSEPORT) silently
+ * share the port and take part of its connections; a bind without it
+ * fails on an address in use. Call once per address, before any worker's
+ * socket for it exists.
+ */
+int listen_check_free(const struct orcd_listen *l, char *err, size_t cap);
+
 /* FileDescriptorName= of a passed socket that serves the metrics page. */
 #define LISTEN_METRICS_NAME "metrics"
 

@@ -2,7 +2,8 @@
 /*
  * The process around the workers: listeners, privilege drop, threads,
  * signals (handled by the main thread only, through a signalfd), config
- * reload by whole-struct swap, graceful stop, and systemd notification.
+ * reload by whole-struct swap (and by a new generation of workers when the
+ * listen addresses change), graceful stop, and systemd notification.
  */
 #include "server.h"
 
@@ -285,6 +286,54 @@ static void retire(struct orcd_server *s, struct orcd_worker *ws, unsigned n,
 	s->retiring = g;
 }
 
+static uint64_t mono_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint64_t *heartbeats(const struct orcd_worker *ws, unsigned n)
+{
+	uint64_t *hb = calloc(n, sizeof(*hb));
+	unsigned k;
+
+	for (k = 0; hb && k < n; k++)
+		hb[k] = atomic_load(&ws[k].heartbeat);
+	return hb;
+}
+
+/*
+ * io_uring accepts wait exclusively: a new connection wakes one waiting
+ * accept, and when that accept is being cancelled by a retiring worker the
+ * connection stays queued on the socket the generations share, with no
+ * one woken (seen as Recv-Q > 0 on an idle worker's socket). So with the
+ * io_uring engines the old generation's accepts must be gone before the
+ * new one arms its own: wait until each retiring worker's loop has turned
+ * twice since its wake (the stop, then the cancels' completions), at most
+ * 2s. Connections meanwhile wait in the backlog and the new accepts take
+ * them at once. epoll's level-triggered readiness has no such hole, so
+ * there the new generation starts first.
+ */
+static void wait_turns(const struct orcd_worker *ws, unsigned n,
+		       const uint64_t *since)
+{
+	uint64_t deadline = mono_usec() + 2000000;
+	struct timespec ms = { 0, 1000000 };
+	unsigned k;
+
+	while (since && mono_usec() < deadline) {
+		for (k = 0; k < n; k++)
+			if (!atomic_load(&ws[k].done) &&
+			    atomic_load(&ws[k].heartbeat) < since[k] + 2)
+				break;
+		if (k == n)
+			return;
+		nanosleep(&ms, NULL);
+	}
+}
+
 static bool same_listen(const struct orcd_listen *a,
 			const struct orcd_listen *b)
 {
@@ -315,6 +364,14 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 		snprintf(err, cap, "out of memory");
 		return -ENOMEM;
 	}
+	/* Added addresses must be free before any new worker binds them. */
+	for (i = 0; i < c->n_listen && !e; i++) {
+		for (j = 0; j < s->cfg->n_listen; j++)
+			if (same_listen(&s->cfg->listen[j], &c->listen[i]))
+				break;
+		if (j == s->cfg->n_listen)
+			e = listen_check_free(&c->listen[i], err, cap);
+	}
 	for (k = 0; k < n && !e; k++) {
 		const struct orcd_worker *old = &s->workers[k];
 
@@ -335,6 +392,25 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 			}
 			ws[k].listen_fds[ws[k].n_listen++] = fd;
 		}
+	}
+	if (!e && s->engine->kind != ORCD_ENGINE_EPOLL) {
+		uint64_t *turns = heartbeats(s->workers, n);
+
+		/* io_uring: the old accepts go first (see wait_turns). */
+		retire(s, s->workers, n, g);
+		wait_turns(g->workers, n, turns);
+		free(turns);
+		started = start_workers(s, ws, n, c);
+		s->workers = ws;
+		s->n_workers = started;
+		if (started < n) {
+			log_msg(LOG_ERR,
+				"reload: cannot start workers for the new listen addresses; stopping");
+			s->failed = true;
+			atomic_store(&s->stopping, true);
+			wake_workers(s);
+		}
+		return 0;
 	}
 	if (!e) {
 		started = start_workers(s, ws, n, c);
@@ -469,14 +545,6 @@ static void notify_status(struct orcd_server *s)
 	sd_notifyf(0, "STATUS=engine %s, %llu connections open, %llu requests",
 		   s->engine->name, (unsigned long long)t.conns_open,
 		   (unsigned long long)t.requests);
-}
-
-static uint64_t mono_usec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
 /*
@@ -638,7 +706,7 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		}
 	}
 	free(wd.seen);
-	return rc;
+	return s->failed ? 1 : rc;
 }
 
 /* Passed sockets when socket-activated (*metrics_passed: the one named
@@ -654,6 +722,12 @@ static int open_listeners(struct orcd_server *s, int *metrics_passed,
 
 	if (n < 0)
 		return n;
+	for (i = 0; n == 0 && i < c->n_listen; i++) {
+		int e = listen_check_free(&c->listen[i], err, cap);
+
+		if (e)
+			return e;
+	}
 	for (k = 0; k < s->n_workers; k++) {
 		struct orcd_worker *w = &s->workers[k];
 
@@ -738,7 +812,11 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		close(metrics_fd);
 		metrics_fd = -1;
 	} else if (cfg->metrics && metrics_fd < 0) {
-		metrics_fd = listen_open(&cfg->metrics_listen, err, sizeof(err));
+		metrics_fd = listen_check_free(&cfg->metrics_listen, err,
+					       sizeof(err));
+		if (!metrics_fd)
+			metrics_fd = listen_open(&cfg->metrics_listen, err,
+						 sizeof(err));
 		if (metrics_fd < 0) {
 			log_msg(LOG_ERR, "metrics: %s", err);
 			goto out;

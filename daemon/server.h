@@ -86,6 +86,7 @@ struct orcd_server {
 	struct orcd_generation *retiring;
 	struct orcd_stats retired;
 	bool socket_activated;	/* listeners came from the service manager */
+	bool failed;		/* stopping because of an error: exit 1 */
 	int done_fd;		/* eventfd: a worker's run() returned */
 	int slot_base;		/* first fd of the reserved range (specific) */
 };

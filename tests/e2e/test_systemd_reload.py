@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import urllib.request
@@ -151,6 +152,9 @@ def add_then_remove_an_address():
         finally:
             stop.set()
             t.join(30)
+        # A timeout here would be a connection stranded in a shared
+        # socket's queue (io_uring accepts wait exclusively; see
+        # wait_turns() in server.c).
         check(not errors, "requests lost while their address stayed: %r"
               % errors[:5])
         srv.addr = ("127.0.0.1", b)
@@ -238,6 +242,38 @@ def counters_carry_over():
                    "requests to go on from %d" % before)
         srv.addr = ("127.0.0.1", b)
         srv.port = b
+        srv.stop()
+
+
+@orcdtest.case
+def second_orcd_on_the_same_port_fails():
+    # SO_REUSEPORT (one socket per worker) must not let a second orcd
+    # share the port and silently take part of its connections.
+    with Server() as srv:
+        other = orcdtest.Orcd()
+        try:
+            set_listen(other, [srv.port])
+            p = subprocess.run([orcdtest.BIN, "-c", other.conf_path],
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, timeout=20)
+            eq(p.returncode, 1, "exit status of the second orcd")
+            check(b"Address already in use" in p.stderr,
+                  "stderr: %r" % p.stderr)
+        finally:
+            other.cleanup()
+        # And a reload cannot add an address another orcd serves.
+        third = orcdtest.Orcd()
+        try:
+            third.start()
+            set_listen(srv, [srv.port, third.port])
+            before = srv.stderr_text()
+            reloads(srv, n_reloads(srv))
+            check("Address already in use" in srv.stderr_text()[len(before):],
+                  srv.stderr_text())
+            third.stop()
+        finally:
+            third.cleanup()
+        eq(get(srv.port).body, HELLO, "the first orcd still serves")
         srv.stop()
 
 
