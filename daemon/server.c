@@ -851,7 +851,8 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	s.n_workers = started;
 	wake_workers(&s);
 	rc = main_loop(&s, o, sig_fd, done_fd, metrics_fd);
-	for (k = 0; k < started; k++) {
+	/* s.workers may be a later generation than the one started here. */
+	for (k = 0; k < s.n_workers; k++) {
 		pthread_join(s.workers[k].thread, NULL);
 		if (s.workers[k].result < 0)
 			rc = 1;
