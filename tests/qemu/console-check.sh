@@ -58,6 +58,9 @@ $0 ~ splat {
 	name = $0; sub(/.*ORCD-GUEST: end /, "", name); sub(/[ \t].*/, "", name)
 	rc = $0; sub(/.*rc=/, "", rc); sub(/[^0-9].*/, "", rc)
 	ended[name] = 1; rcs[name] = rc
+	if ($0 ~ /secs=[0-9]/) {
+		t = $0; sub(/.*secs=/, "", t); sub(/[^0-9].*/, "", t); secs[name] = t
+	}
 	cur = ""
 	next
 }
@@ -88,6 +91,7 @@ END {
 		p = pass[n] + 0; f = fail[n] + 0; k = skip[n] + 0
 		got = p + f + k
 		line = sprintf("%-24s %3d passed, %d failed, %d skipped", n, p, f, k)
+		if (n in secs) line = line sprintf(" (%d s)", secs[n])
 		if (!(n in began)) {
 			line = line "  (never started)"; f++
 		} else {
