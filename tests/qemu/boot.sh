@@ -8,6 +8,10 @@
 # - --share DIR exports DIR to the guest over 9p (virtio, mount tag "share").
 # - Networking is QEMU user mode (virtio-net) with restrict=on: the guest reaches
 #   nothing outside; only the --hostfwd rules, bound to 127.0.0.1, come in.
+#   Inside a container (Dockerfile.qemu) the environment may opt in with
+#   ORCD_HOSTFWD_ADDR=0.0.0.0, so that `docker run -p` reaches a forward: only
+#   then is a tcp:0.0.0.0:HOSTPORT-:GUESTPORT rule accepted. ORCD_HOSTFWD_ADDR
+#   must be unset, 127.0.0.1 or 0.0.0.0.
 # - --accel auto (default) uses KVM only if a short probe boot under KVM reaches
 #   the kernel; the answer is cached in ${ORCD_CACHE:-$HOME/.cache/orcd}/qemu/.
 #   On these machines KVM hangs after the BIOS, so the probe is bounded
@@ -52,11 +56,17 @@ done
 [ -f "$initrd" ] || die "--initrd: no such file: $initrd"
 command -v "$qemu" >/dev/null || die "$qemu missing (apt-get install qemu-system-x86)"
 
+fwd_addr=${ORCD_HOSTFWD_ADDR:-127.0.0.1}
+case $fwd_addr in
+127.0.0.1) fwd_rx='127\.0\.0\.1' ;;
+0.0.0.0) fwd_rx='(127\.0\.0\.1|0\.0\.0\.0)' ;;
+*) die "ORCD_HOSTFWD_ADDR must be 127.0.0.1 or 0.0.0.0, got $fwd_addr" ;;
+esac
 netdev=user,id=net0,restrict=on
 for f in "${fwds[@]}"; do
-	# only ever listen on the host's loopback
-	[[ $f =~ ^(tcp|udp):127\.0\.0\.1:[0-9]+-:[0-9]+$ ]] ||
-		die "--hostfwd must look like tcp:127.0.0.1:HOSTPORT-:GUESTPORT, got $f"
+	# only ever listen on the host's loopback (or, opted in, a container's 0.0.0.0)
+	[[ $f =~ ^(tcp|udp):$fwd_rx:[0-9]+-:[0-9]+$ ]] ||
+		die "--hostfwd must look like tcp:$fwd_addr:HOSTPORT-:GUESTPORT, got $f"
 	netdev+=",hostfwd=$f"
 done
 

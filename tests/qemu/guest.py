@@ -27,6 +27,12 @@ CACHE = os.environ.get("ORCD_CACHE", os.path.expanduser("~/.cache/orcd"))
 GUEST_HTTP = 8080
 GUEST_METRICS = 9180
 GUEST_AGENT = 7000
+# Where the HTTP forward listens on the host: 127.0.0.1 unless the
+# environment opts in to 0.0.0.0 (a container); boot.sh checks it again.
+HOSTFWD_ADDR = os.environ.get("ORCD_HOSTFWD_ADDR") or "127.0.0.1"
+if HOSTFWD_ADDR not in ("127.0.0.1", "0.0.0.0"):
+    raise SystemExit("ORCD_HOSTFWD_ADDR must be 127.0.0.1 or 0.0.0.0, not %r"
+                     % HOSTFWD_ADDR)
 SPLAT = re.compile(r"(BUG:|WARNING:|Oops|KASAN|possible circular locking|"
                    r"INFO: task .* blocked|Kernel panic|general protection)")
 
@@ -74,9 +80,9 @@ def build_site():
     return out
 
 
-def build_initramfs(orcd_bin, extra_bins=(), extra_adds=()):
+def build_initramfs(orcd_bin, extra_bins=(), extra_adds=(), out=None):
     """The daemon guest image; rebuilt every time (a few seconds)."""
-    out = os.path.join(CACHE, "qemu", "daemon-initramfs.cpio")
+    out = out or os.path.join(CACHE, "qemu", "daemon-initramfs.cpio")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     d = os.path.join(HERE, "daemon")
     args = [os.path.join(HERE, "mkinitramfs.sh"), out,
@@ -126,7 +132,8 @@ class Guest:
                "--initrd", self.initrd, "--log", self.log, "--quiet",
                "--timeout", str(self.timeout), "--mem", str(self.mem),
                "--append", append,
-               "--hostfwd", "tcp:127.0.0.1:%d-:%d" % (self.http_port, GUEST_HTTP),
+               "--hostfwd", "tcp:%s:%d-:%d" % (HOSTFWD_ADDR, self.http_port,
+                                               GUEST_HTTP),
                "--hostfwd", "tcp:127.0.0.1:%d-:%d" % (self.metrics_port,
                                                       GUEST_METRICS),
                "--hostfwd", "tcp:127.0.0.1:%d-:%d" % (self.agent_port,
