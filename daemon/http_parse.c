@@ -16,6 +16,7 @@
  * or non-digit Content-Length, obs-fold and whitespace before the colon
  * are all 400.
  */
+#include <ctype.h>
 #include <string.h>
 
 #include "http_parse.h"
@@ -156,24 +157,57 @@ static int parse_version(struct http_str v)
 	return v.p[7] == '0' ? 0 : 1;
 }
 
-/* uri-host [ ":" port ] without userinfo; only the bytes an authority may
- * carry (RFC 3986 section 3.2), so the value is safe to log or echo. */
-static bool valid_authority(struct http_str a)
+static bool all_digits(const char *p, size_t n)
 {
 	size_t i;
 
+	for (i = 0; i < n; i++)
+		if (p[i] < '0' || p[i] > '9')
+			return false;
+	return true;
+}
+
+/* uri-host [ ":" port ] without userinfo (RFC 9112 section 3.2, RFC 3986
+ * section 3.2.2): an IP literal in brackets, or a reg-name/IPv4 of only the
+ * bytes such a host may carry, so the value is safe to log or echo; the
+ * port, when present, is digits only. */
+static bool valid_authority(struct http_str a)
+{
+	const char *colon;
+	size_t i, host_n;
+
 	if (a.n == 0)
 		return false;
-	for (i = 0; i < a.n; i++) {
+	if (a.p[0] == '[') {
+		const char *end = memchr(a.p, ']', a.n);
+
+		if (!end || end == a.p + 1)
+			return false;
+		for (i = 1; a.p + i < end; i++) {
+			unsigned char ch = (unsigned char)a.p[i];
+
+			if (!isxdigit(ch) && ch != ':' && ch != '.')
+				return false;
+		}
+		host_n = (size_t)(end - a.p) + 1;
+		if (host_n == a.n)
+			return true;
+		return a.p[host_n] == ':' &&
+		       all_digits(a.p + host_n + 1, a.n - host_n - 1);
+	}
+	colon = memchr(a.p, ':', a.n);
+	host_n = colon ? (size_t)(colon - a.p) : a.n;
+	if (host_n == 0)
+		return false;
+	for (i = 0; i < host_n; i++) {
 		unsigned char ch = (unsigned char)a.p[i];
 
-		if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
-		    (ch >= 'A' && ch <= 'Z'))
+		if (isalnum(ch))
 			continue;
-		if (ch == '\0' || !strchr("-._~%!$&'()*+,;=:[]", ch))
+		if (ch == '\0' || !strchr("-._~%!$&'()*+,;=", ch))
 			return false;
 	}
-	return true;
+	return !colon || all_digits(colon + 1, a.n - host_n - 1);
 }
 
 /* The path of an origin-form target: up to '?' or '#'. */

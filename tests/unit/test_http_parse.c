@@ -226,6 +226,51 @@ static void test_http10(void **state)
 	expect_status("GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n", 400);
 }
 
+/* RFC 9112 3.2: Host = uri-host [ ":" port ], port = *DIGIT. */
+static void test_host_syntax(void **state)
+{
+	(void)state;
+	static const char *const good[] = {
+		"example.com",
+		"example.com:8080",
+		"127.0.0.1:80",
+		"[::1]",
+		"[::1]:80",
+		"[2001:db8::7]:",
+		"xn--bcher-kva.example",
+		"h:",
+		"a%20b",
+		"a!$&'()*+,;=b",
+	};
+	static const char *const bad[] = {
+		"t:x", "t:80x",	 "t:8:0",    ":80",   "[::1",
+		"[]",  "[::1]x", "[::1]:8x", "[::g]", "[::1]]",
+		"a[b", "a]b",	 "user@x",   "a/b",
+	};
+	char buf[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n",
+			 good[i]);
+		struct result res = expect_ok(buf);
+
+		assert_str(res.req.host, good[i]);
+		result_free(&res);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n",
+			 bad[i]);
+		expect_status(buf, 400);
+		/* In a target, "a/b" is authority "a" and path "/b/". */
+		if (strchr(bad[i], '/'))
+			continue;
+		snprintf(buf, sizeof(buf),
+			 "GET http://%s/ HTTP/1.1\r\nHost: a\r\n\r\n", bad[i]);
+		expect_status(buf, 400);
+	}
+}
+
 static void test_connection_11(void **state)
 {
 	(void)state;
@@ -944,6 +989,7 @@ int main(void)
 		cmocka_unit_test(test_head_and_other_methods),
 		cmocka_unit_test(test_path_query_fragment),
 		cmocka_unit_test(test_http10),
+		cmocka_unit_test(test_host_syntax),
 		cmocka_unit_test(test_connection_11),
 		cmocka_unit_test(test_version_minor_above_1),
 		cmocka_unit_test(test_leading_empty_lines),
