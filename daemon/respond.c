@@ -128,13 +128,22 @@ int respond_error(const struct orcd_config *cfg, int status, time_t now,
 	return render_status(plan, status, 1, false, now, NULL, buf, cap);
 }
 
+int respond_status(const struct http_request *req, int status, time_t now,
+		   char *buf, size_t cap, struct response_plan *plan)
+{
+	plan_init(plan, req->keep_alive);
+	return render_status(plan, status, req->version_minor,
+			     req->method == HTTP_METHOD_HEAD, now, NULL, buf,
+			     cap);
+}
+
 static int lookup_status(int err)
 {
 	switch (err) {
 	case -ENOENT:
 	case -ENOTDIR:
-	case -ELOOP:	/* RESOLVE_NO_MAGICLINKS, link loops */
-	case -EXDEV:	/* escapes the root (RESOLVE_BENEATH) */
+	case -ELOOP: /* RESOLVE_NO_MAGICLINKS, link loops */
+	case -EXDEV: /* escapes the root (RESOLVE_BENEATH) */
 	case -ENAMETOOLONG:
 		return 404;
 	case -EACCES:
@@ -185,6 +194,18 @@ static int resolve_target(const struct orcd_config *cfg,
 	}
 	if (!S_ISREG(plan->meta.mode))
 		return 404;
+	if (!fdp && req->method == HTTP_METHOD_HEAD) {
+		/* The O_PATH lookup needs no read permission, and a HEAD has
+		 * no chain whose open would find out: open it here, so HEAD
+		 * answers 403 where GET does. */
+		int fd;
+
+		err = respond_lookup(cfg->root_fd, plan->relpath, &plan->meta,
+				     &fd);
+		if (err)
+			return lookup_status(err);
+		close(fd);
+	}
 	return 0;
 }
 
@@ -212,7 +233,9 @@ int respond_plan(const struct orcd_config *cfg, const struct http_request *req,
 	err = path_normalize(req->path.p, req->path.n, plan->relpath,
 			     sizeof(plan->relpath), &trailing);
 	if (err) {
-		status = err == -ENOENT ? 404 : err == -ENAMETOOLONG ? 414 : 400;
+		status = err == -ENOENT	      ? 404 :
+			 err == -ENAMETOOLONG ? 414 :
+						400;
 		if (status == 400)
 			plan->keep_alive = false;
 		return render_status(plan, status, req->version_minor, head,
@@ -227,16 +250,21 @@ int respond_plan(const struct orcd_config *cfg, const struct http_request *req,
 
 	http_etag_make(plan->meta.ino, plan->meta.size, plan->meta.mtime_sec,
 		       plan->meta.mtime_nsec, etag);
+	/* RFC 9110 8.8.2.1: Last-Modified is never later than Date; a file
+	 * from the future is dated now, and validated as of now. */
+	time_t lm = (time_t)plan->meta.mtime_sec;
+
+	if (lm > now)
+		lm = now;
 	struct http_response r = {
-		.status = http_precondition(req, etag,
-					   (time_t)plan->meta.mtime_sec),
+		.status = http_precondition(req, etag, lm),
 		.version_minor = req->version_minor,
 		.keep_alive = plan->keep_alive,
 		.now = now,
 		.server = SERVER_NAME,
 		.content_type = mime_lookup(cfg->mime, plan->relpath,
 					    cfg->default_type),
-		.last_modified = (time_t)plan->meta.mtime_sec,
+		.last_modified = lm,
 		.etag = etag,
 		.accept_ranges = true,
 	};

@@ -35,7 +35,7 @@ struct response_plan {
 	uint64_t offset;	/* first byte of the file to send */
 	uint64_t length;	/* bytes of the file to send (may be 0) */
 	int fd;			/* open file when RESPOND_KEEP_FD, else -1 */
-	char relpath[PATH_MAX];	/* file to open, relative to cfg->root_fd */
+	char relpath[PATH_MAX]; /* file to open, relative to cfg->root_fd */
 	struct file_meta meta;	/* what the head was rendered from */
 };
 
@@ -78,5 +78,13 @@ uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent);
  */
 int respond_error(const struct orcd_config *cfg, int status, time_t now,
 		  char *buf, size_t cap, struct response_plan *plan);
+
+/*
+ * Render the error `status` as the answer to a parsed request (HEAD gets
+ * no body; the connection stays as the request asked), for a refusal that
+ * only an engine's own open finds out about.
+ */
+int respond_status(const struct http_request *req, int status, time_t now,
+		   char *buf, size_t cap, struct response_plan *plan);
 
 #endif

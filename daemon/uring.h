@@ -117,6 +117,7 @@ enum uafter {
 	AFTER_DONE,   /* response complete */
 	AFTER_REPLAN, /* nothing sent yet: answer from fresh facts */
 	AFTER_ABORT,  /* close the connection without more bytes */
+	AFTER_DENIED, /* the open was refused (403): nothing sent yet */
 };
 
 struct uconn {
@@ -242,6 +243,7 @@ bool uconn_track(struct uconn *c, struct io_uring_sqe *sqe, enum ustep st,
 void uconn_response_done(struct uconn *c);
 void uconn_response_abort(struct uconn *c);
 void uconn_plan(struct uconn *c);
+void uconn_plan_denied(struct uconn *c);
 void uconn_send_plain(struct uconn *c);
 
 /* uring_chain.c */

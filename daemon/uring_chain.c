@@ -219,6 +219,9 @@ static void act(struct uconn *c, enum uafter after)
 		c->replans++;
 		uconn_plan(c);
 		break;
+	case AFTER_DENIED:
+		uconn_plan_denied(c);
+		break;
 	case AFTER_ABORT:
 	default:
 		uconn_response_abort(c);
@@ -325,8 +328,15 @@ void uchain_batch_done(struct uconn *c)
 
 	if ((m & STEP(ST_OPEN)) && !c->file_open &&
 	    c->res[ST_OPEN] != uw->fl->ok_result(c->file)) {
-		/* The open failed: nothing was sent, nothing to close. */
-		after = replan_ok(c) ? AFTER_REPLAN : AFTER_ABORT;
+		/* The open failed: nothing was sent, nothing to close. A
+		 * refusal is an answer; anything else may be a race with a
+		 * change to the file, so look again. */
+		int r = c->res[ST_OPEN];
+
+		if ((r == -EACCES || r == -EPERM) && c->bytes_sent == 0)
+			after = AFTER_DENIED;
+		else
+			after = replan_ok(c) ? AFTER_REPLAN : AFTER_ABORT;
 	} else if (c->res[ST_READ] != (int)c->want[ST_READ]) {
 		/* A short read: the file shrank (or broke) under us. If the
 		 * head is still unsent, answer from fresh facts; else the

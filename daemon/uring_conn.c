@@ -389,10 +389,32 @@ void uconn_plan(struct uconn *c)
 	}
 	c->send_off = 0;
 	c->send_len = c->resp->plan.head_len;
+	/* A replan after a failed chain may answer without the file: no
+	 * body is left to follow the head then. */
+	c->file_left = 0;
 	if (c->resp->plan.send_file && c->resp->plan.length)
 		uchain_start(c);
 	else
 		uconn_send_plain(c);
+}
+
+/* The chain's open was refused: the plan looked the file up with O_PATH,
+ * which needs no read permission, so only the open finds out. */
+void uconn_plan_denied(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+	int err;
+
+	err = respond_status(&c->req, 403, uw->now, c->resp->buf, c->resp->cap,
+			     &c->resp->plan);
+	if (err) {
+		uconn_fail(c, 500);
+		return;
+	}
+	c->send_off = 0;
+	c->send_len = c->resp->plan.head_len;
+	c->file_left = 0;
+	uconn_send_plain(c);
 }
 
 /* Parse what has arrived; answer a complete head or read more. */
@@ -486,7 +508,7 @@ static void log_response(struct uconn *c)
 	if (w->srv->access_log)
 		access_log_write(
 			w->srv->access_log, (struct sockaddr *)&c->peer,
-			c->have_req ? &c->req : NULL, status,
+			c->req.request_line.n ? &c->req : NULL, status,
 			respond_body_bytes(&c->resp->plan, c->bytes_sent),
 			c->uw->now);
 }
@@ -508,6 +530,7 @@ void uconn_response_abort(struct uconn *c)
 	log_response(c);
 	response_release(c);
 	c->have_req = false;
+	c->req.request_line.n = 0;
 	uconn_close(c, true);
 }
 
@@ -520,6 +543,7 @@ void uconn_response_done(struct uconn *c)
 	log_response(c);
 	response_release(c);
 	c->have_req = false;
+	c->req.request_line.n = 0;
 	if (!keep) {
 		uconn_close(c, false);
 		return;

@@ -229,7 +229,8 @@ def fifo_does_not_block(srv):
 @orcdtest.case
 def unreadable_file_403(srv):
     if os.geteuid() == 0:
-        raise orcdtest.Skip("running as root: permissions do not apply")
+        raise orcdtest.Skip("running as root: permissions do not apply "
+                            "(test_systemd_privdrop covers it as nobody)")
     p = srv.write_file("private.txt", b"private\n")
     os.chmod(p, 0)
     r = get_raw_target(srv, "/private.txt")
