@@ -33,14 +33,14 @@
  * starve the other connections of the worker. */
 #define SENDFILE_CHUNK (1u << 20)
 /* Room after the request bytes for the response head (and error body). */
-#define HEAD_ROOM 8192
+#define HEAD_ROOM      8192
 /* How long a stopping worker waits for in-flight responses. */
-#define DRAIN_TIMEOUT 10.0
+#define DRAIN_TIMEOUT  10.0
 
 enum conn_state {
-	CONN_IDLE,	/* keep-alive, waiting for the first byte */
-	CONN_READING,	/* part of a request head has arrived */
-	CONN_WRITING,	/* sending a response */
+	CONN_IDLE,    /* keep-alive, waiting for the first byte */
+	CONN_READING, /* part of a request head has arrived */
+	CONN_WRITING, /* sending a response */
 };
 
 struct ep_worker;
@@ -53,12 +53,12 @@ struct conn {
 	int fd;
 	enum conn_state state;
 	struct sockaddr_storage peer;
-	char *buf;		/* request bytes, then the response head */
-	size_t cap;		/* request part of buf */
-	size_t len;		/* request bytes in buf */
+	char *buf;  /* request bytes, then the response head */
+	size_t cap; /* request part of buf */
+	size_t len; /* request bytes in buf */
 	struct http_request req;
-	bool have_req;		/* req parsed (access log, pipelining) */
-	bool fresh;		/* no request yet on this connection */
+	bool have_req;		   /* req parsed (access log, pipelining) */
+	bool fresh;		   /* no request yet on this connection */
 	struct response_plan plan; /* plan.fd is ours while writing */
 	size_t head_sent;
 	uint64_t body_sent;
@@ -72,8 +72,8 @@ struct ep_worker {
 	ev_io wake_io;
 	ev_timer accept_retry;
 	ev_timer drain_timer;
-	ev_timer heartbeat;	/* proves the loop turns, for the watchdog */
-	struct conn *conns;	/* all open connections */
+	ev_timer heartbeat; /* proves the loop turns, for the watchdog */
+	struct conn *conns; /* all open connections */
 	unsigned n_conns;
 	bool accepting;
 	bool stopping;
@@ -164,8 +164,9 @@ static void log_response(struct conn *c)
 		STAT_INC(w, status_class[cls]);
 	STAT_ADD(w, bytes_sent, c->bytes_sent);
 	access_log_write(w->srv->access_log, (struct sockaddr *)&c->peer,
-			 c->have_req ? &c->req : NULL, c->plan.status,
-			 respond_body_bytes(&c->plan, c->bytes_sent), time(NULL));
+			 c->req.request_line.n ? &c->req : NULL, c->plan.status,
+			 respond_body_bytes(&c->plan, c->bytes_sent),
+			 time(NULL));
 }
 
 /* The response is out: log it, then either close or go back to reading
@@ -183,6 +184,7 @@ static void conn_response_done(struct conn *c)
 		return;
 	}
 	c->have_req = false;
+	c->req.request_line.n = 0;
 	memmove(c->buf, c->buf + used, c->len - used);
 	c->len -= used;
 	if (!c->len) {
@@ -350,7 +352,8 @@ static void conn_on_io(struct ev_loop *loop, ev_io *io, int revents)
 
 static void conn_on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
-	struct conn *c = (struct conn *)((char *)t - offsetof(struct conn, timer));
+	struct conn *c =
+		(struct conn *)((char *)t - offsetof(struct conn, timer));
 
 	(void)loop;
 	(void)revents;
@@ -435,7 +438,8 @@ static void on_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 	struct ep_worker *ew = t->data;
 
 	(void)revents;
-	log_msg(LOG_WARNING, "worker %u: %u connections still busy after %.0fs; closing",
+	log_msg(LOG_WARNING,
+		"worker %u: %u connections still busy after %.0fs; closing",
 		ew->w->id, ew->n_conns, DRAIN_TIMEOUT);
 	while (ew->conns)
 		conn_close(ew->conns);
@@ -501,7 +505,7 @@ static int epoll_probe(const struct orcd_config *cfg, char *why, size_t cap)
 
 static int epoll_run(struct orcd_worker *w)
 {
-	struct ep_worker ew = { .w = w };
+	struct ep_worker ew = {.w = w};
 	unsigned i;
 
 	ew.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);

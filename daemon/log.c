@@ -138,9 +138,9 @@ void access_log_write(struct access_log *l, const struct sockaddr *peer,
 		      const struct http_request *req, int status,
 		      uint64_t bytes, time_t now)
 {
-	static const char *const mon[] = { "Jan", "Feb", "Mar", "Apr",
-					   "May", "Jun", "Jul", "Aug",
-					   "Sep", "Oct", "Nov", "Dec" };
+	static const char *const mon[] = {"Jan", "Feb", "Mar", "Apr",
+					  "May", "Jun", "Jul", "Aug",
+					  "Sep", "Oct", "Nov", "Dec"};
 	char line[4096], addr[INET6_ADDRSTRLEN];
 	struct tm tm;
 	size_t n, cap = sizeof(line) - 1;
@@ -155,14 +155,11 @@ void access_log_write(struct access_log *l, const struct sockaddr *peer,
 			     tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
 			     tm.tm_sec);
 	if (req) {
-		n += put_escaped(line + n, 64, req->method_str.p,
-				 req->method_str.n);
-		line[n++] = ' ';
-		/* Leave room for version, status, referer and agent. */
-		n += put_escaped(line + n, cap - n - 1200, req->target.p,
-				 req->target.n);
-		n += (size_t)snprintf(line + n, cap - n, " HTTP/1.%d",
-				      req->version_minor);
+		/* The request line as received, like nginx's $request, so a
+		 * malformed one is logged as the client sent it. Leave room
+		 * for status, referer and agent. */
+		n += put_escaped(line + n, cap - n - 1200, req->request_line.p,
+				 req->request_line.n);
 	} else {
 		line[n++] = '-';
 	}
