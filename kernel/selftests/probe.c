@@ -2,6 +2,7 @@
 #include "probe.h"
 
 #include "fdcheck.h"
+#include "readfile_abi.h"
 #include "specific_fd_abi.h"
 #include "tap.h"
 
@@ -58,6 +59,24 @@ static bool probe_pipe2_fd(void)
 	return false;
 }
 
+/*
+ * Stock 6.1 says ENOSYS.  Kernels from 6.5 on have cachestat() at 451, which
+ * would see these arguments as flags == 1 and say EINVAL; only readfile()
+ * reads /dev/null and returns 0.
+ */
+static bool probe_readfile(void)
+{
+	char c;
+	long r = sys_readfile(AT_FDCWD, "/dev/null", &c, 1, 0);
+
+	if (r == 0)
+		return true;
+	if (r > 0 || errno != ENOSYS)
+		tap_diag("probe: syscall %d is not readfile here (returned %ld, %s)",
+			 SYS_readfile_nr, r, r < 0 ? strerror(errno) : "bytes");
+	return false;
+}
+
 unsigned int probe_features(void)
 {
 	unsigned int have = 0;
@@ -78,15 +97,17 @@ unsigned int probe_features(void)
 		have |= probe_min_fd() ? HAVE_MIN_FD : 0;
 		have |= probe_openat2_fd() ? HAVE_OPENAT2_FD : 0;
 		have |= probe_pipe2_fd() ? HAVE_PIPE2_FD : 0;
+		have |= probe_readfile() ? HAVE_READFILE : 0;
 		fflush(stdout);
 		_exit((int)have);
 	}
 	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
 		return 0;
 	have = (unsigned int)WEXITSTATUS(status);
-	tap_diag("kernel features: min_fd=%s openat2_fd=%s pipe2_fd=%s",
+	tap_diag("kernel features: min_fd=%s openat2_fd=%s pipe2_fd=%s readfile=%s",
 		 have & HAVE_MIN_FD ? "yes" : "no",
 		 have & HAVE_OPENAT2_FD ? "yes" : "no",
-		 have & HAVE_PIPE2_FD ? "yes" : "no");
+		 have & HAVE_PIPE2_FD ? "yes" : "no",
+		 have & HAVE_READFILE ? "yes" : "no");
 	return have;
 }

@@ -13,11 +13,13 @@ enum {
 	HAVE_MIN_FD = 1u << 0,		/* PR_INCREASE_MIN_FD */
 	HAVE_OPENAT2_FD = 1u << 1,	/* openat2 O_SPECIFIC_FD */
 	HAVE_PIPE2_FD = 1u << 2,	/* pipe2 O_SPECIFIC_FD */
+	HAVE_READFILE = 1u << 3,	/* readfile(2) */
 };
 
 #define MISSING_MIN_FD "PR_INCREASE_MIN_FD not supported by this kernel"
 #define MISSING_OPENAT2_FD "openat2 O_SPECIFIC_FD not supported by this kernel"
 #define MISSING_PIPE2_FD "pipe2 O_SPECIFIC_FD not supported by this kernel"
+#define MISSING_READFILE "readfile() not supported by this kernel"
 
 /* Probe in a forked child, so the parent's fd table stays pristine. */
 unsigned int probe_features(void);
