@@ -56,6 +56,7 @@ struct result {
 	const char *name;
 	bool available;
 	double secs, cpu;
+	double *round_secs; /* per counted round, for the median ratio */
 	long files, syscalls, errors, bytes;
 };
 
@@ -371,6 +372,33 @@ static void reap_children(pid_t *pids, int n)
 	free(pids);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Median over rounds of this method's speed relative to open/read/close in
+ * the same round: a burst of outside load hits one round of every method.
+ */
+static double median_ratio(const struct result *r, const struct result *base,
+			   int rounds)
+{
+	double *v = calloc(rounds, sizeof(*v)), m;
+
+	if (!v)
+		return 0;
+	for (int i = 0; i < rounds; i++)
+		v[i] = base->round_secs[i] / r->round_secs[i];
+	qsort(v, rounds, sizeof(*v), cmp_double);
+	m = rounds % 2 ? v[rounds / 2] :
+			 (v[rounds / 2 - 1] + v[rounds / 2]) / 2;
+	free(v);
+	return m;
+}
+
 static void report(const struct opts *o, const struct files *f,
 		   const struct result *res)
 {
@@ -381,20 +409,21 @@ static void report(const struct opts *o, const struct files *f,
 	printf("readfile-bench: %d files per round = %d processes x 3 /proc files + %d sysfs attributes; %d forked sleepers; %d rounds; bufsize %d; %d io_uring chains in flight\n",
 	       f->n, f->nproc, f->nsys, o->children, o->rounds, o->bufsize,
 	       o->inflight);
-	printf("| method | files/s | vs open/read/close | syscalls/file | vs open/read/close | CPU us/file | errors | bytes/round |\n");
-	printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+	printf("| method | files/s | vs open/read/close | median of rounds | syscalls/file | vs open/read/close | CPU us/file | errors | bytes/round |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int m = 0; m < M_COUNT; m++) {
 		const struct result *r = &res[m];
 		double rate, sc;
 
 		if (!r->available) {
-			printf("| %s | n/a | | | | | | |\n", r->name);
+			printf("| %s | n/a | | | | | | | |\n", r->name);
 			continue;
 		}
 		rate = r->files / r->secs;
 		sc = (double)r->syscalls / r->files;
-		printf("| %s | %.0f | %.2fx | %.3f | %.3fx | %.2f | %ld | %ld |\n",
-		       r->name, rate, rate / base_rate, sc, sc / base_sc,
+		printf("| %s | %.0f | %.2fx | %.2fx | %.3f | %.3fx | %.2f | %ld | %ld |\n",
+		       r->name, rate, rate / base_rate,
+		       median_ratio(r, base, o->rounds), sc, sc / base_sc,
 		       r->cpu / r->files * 1e6, r->errors,
 		       r->bytes / o->rounds);
 	}
@@ -473,6 +502,11 @@ int main(int argc, char **argv)
 	res[M_READFILE].available =
 		sys_readfile(AT_FDCWD, "/dev/null", &c, 1, 0) == 0;
 	res[M_URING].available = uring_setup(&u, o.inflight, o.bufsize) == 0;
+	for (int m = 0; m < M_COUNT; m++) {
+		res[m].round_secs = calloc(o.rounds, sizeof(double));
+		if (!res[m].round_secs)
+			return 1;
+	}
 
 	for (int round = -1; round < o.rounds; round++) {
 		for (int k = 0; k < M_COUNT; k++) {
@@ -492,8 +526,11 @@ int main(int argc, char **argv)
 				run_readfile(&f, o.bufsize, r);
 			else
 				run_uring(&u, &f, o.bufsize, r);
-			r->secs += now() - t0;
+			t0 = now() - t0;
+			r->secs += t0;
 			r->cpu += cpu_now() - c0;
+			if (round >= 0)
+				r->round_secs[round] = t0;
 		}
 	}
 	report(&o, &f, res);
