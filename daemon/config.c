@@ -50,11 +50,13 @@ static void set_err(char *err, size_t cap, const char *fmt, ...)
 }
 
 /*
- * A value as it may appear inside a one-line message: at most 64 bytes,
- * with quotes, backslashes and non-printable bytes escaped.
+ * A value as it may appear inside a one-line message: at most SHOW_MAX
+ * bytes (long enough for the paths people use, so a message still says
+ * which file), with quotes, backslashes and non-printable bytes escaped.
  */
+#define SHOW_MAX 200
 struct shown {
-	char s[4 * 64 + 4];
+	char s[4 * SHOW_MAX + 4];
 };
 
 static struct shown show(const char *v)
@@ -62,7 +64,7 @@ static struct shown show(const char *v)
 	struct shown r;
 	size_t o = 0, i;
 
-	for (i = 0; v[i] && i < 64; i++) {
+	for (i = 0; v[i] && i < SHOW_MAX; i++) {
 		unsigned char c = (unsigned char)v[i];
 
 		if (c == '"' || c == '\\')

@@ -11,7 +11,7 @@ int main(int argc, char **argv)
 {
 	struct cli_opts o;
 	struct orcd_config *cfg;
-	char err[512];
+	char err[1024];
 
 	if (cli_parse(argc, argv, &o, err, sizeof(err))) {
 		fprintf(stderr, "orcd: %s (try --help)\n", err);

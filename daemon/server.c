@@ -492,7 +492,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 		   bool ready)
 {
 	struct orcd_config *c, *old;
-	char err[512];
+	char err[1024];
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -770,7 +770,7 @@ static void close_listeners(struct orcd_server *s)
 int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 {
 	struct orcd_server s = { .cfg = cfg, .done_fd = -1 };
-	char err[512], why[512];
+	char err[1024], why[1024];
 	sigset_t set;
 	int sig_fd = -1, done_fd = -1, metrics_fd = -1, rc = 1;
 	unsigned k, total, started = 0;

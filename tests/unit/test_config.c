@@ -800,15 +800,18 @@ static void test_value_errors_name_file_and_line(void **state)
 		   "engine \"fast\": expected auto, specific, direct or epoll");
 	load_fails("metrics maybe;", 1,
 		   "metrics \"maybe\": expected on or off");
-	/* Long values are cut in the message, which stays one line. */
-	load_fails(
-		"threads "
-		"123456789012345678901234567890123456789012345678901234567890"
-		"1234567890;",
-		1,
-		"threads "
-		"\"1234567890123456789012345678901234567890123456789012345678901234"
-		"...\": out of range (0..256)");
+	/* Long values are cut at 200 bytes in the message, which stays one
+	 * line; a path of ordinary length is shown whole. */
+	char val[260], msg[400];
+
+	memset(val, '7', 250);
+	val[250] = '\0';
+	snprintf(msg, sizeof(msg),
+		 "threads \"%.200s...\": out of range (0..256)", val);
+	char line[300];
+
+	snprintf(line, sizeof(line), "threads %s;", val);
+	load_fails(line, 1, msg);
 }
 
 static void test_file_errors(void **state)
