@@ -58,7 +58,7 @@ def widen(text):
 class RemoteProc:
     """The subset of subprocess.Popen the tests use, for a guest process."""
 
-    def __init__(self, args, log_path):
+    def __init__(self, args, log_path, stdout_path):
         self.returncode = None
         base = log_path + ".guest"
         self.pidfile = base + ".pid"
@@ -66,11 +66,15 @@ class RemoteProc:
         for f in (self.pidfile, self.rcfile):
             if os.path.exists(f):
                 os.unlink(f)
-        cmd = " ".join(shlex.quote(a) for a in args)
-        script = ("ulimit -n 65536; %s </dev/null >%s 2>&1 & p=$!; echo $p >%s; "
+        # The daemon's test knobs (ring and buffer sizes) go along.
+        knobs = ["%s=%s" % (k, v) for k, v in sorted(os.environ.items())
+                 if k.startswith("ORCD_URING_")]
+        cmd = " ".join(shlex.quote(a) for a in (["env"] + knobs if knobs
+                                                 else []) + list(args))
+        script = ("ulimit -n 65536; %s </dev/null >%s 2>%s & p=$!; echo $p >%s; "
                   "wait $p; echo $? >%s"
-                  % (cmd, shlex.quote(log_path), shlex.quote(self.pidfile),
-                     shlex.quote(self.rcfile)))
+                  % (cmd, shlex.quote(stdout_path), shlex.quote(log_path),
+                     shlex.quote(self.pidfile), shlex.quote(self.rcfile)))
         rc, out = agent("(%s) >/dev/null 2>&1 &" % script.replace("\n", " "))
         if rc != 0:
             raise OSError("starting orcd in the guest failed: " + out)
@@ -131,7 +135,7 @@ def install(orcdtest):
             args = [GUEST_BIN, "-c", self.conf_path] + \
                 [widen(a) for a in self.args]
             self.stderr = open(os.devnull, "wb")
-            self.proc = RemoteProc(args, self.log_path)
+            self.proc = RemoteProc(args, self.log_path, self.stdout_path)
             orcdtest.wait_until(self._answers, 60,
                                 "orcd in the guest to answer on %s:%d"
                                 % self.addr)
@@ -146,8 +150,41 @@ def install(orcdtest):
                 with open(self.conf_path, "w") as f:
                     f.write(widen(conf))
 
+        # QEMU's user-mode network delivers the host's connections from
+        # its gateway address.
+        client_addr = "10.0.2.2"
+        # The site reaches orcd over 9p, whose QEMU backend names files by
+        # path: a stat through a name cached before a rename can report
+        # the old inode number while reading the new file.
+        shared_fs = True
+        # QEMU's forwarding accepts on the host side whether or not orcd
+        # listens in the guest, and buffers what a stalled host reader
+        # leaves unread.
+        forwarded = True
+        # QEMU's forwarder listens with a tiny backlog: a burst of connects
+        # beyond about a hundred overflows its accept queue, and the host
+        # kernel drops those connections although connect() succeeded.
+        connect_burst = 50
+
+        def rename(self, src, dst):
+            # In the guest, so its 9p dentries see it as a local rename
+            # would (logrotate runs on the machine orcd runs on).
+            rc, out = agent("mv -f %s %s" % (shlex.quote(src),
+                                             shlex.quote(dst)))
+            if rc != 0:
+                raise orcdtest.TestFailure("mv in the guest: " + out)
+
+        def proc_text(self, name):
+            rc, out = agent("cat /proc/%d/%s" % (self.proc.pid, name))
+            if rc != 0:
+                raise orcdtest.TestFailure("/proc/PID/%s in the guest: %s"
+                                           % (name, out))
+            return out
+
         def fd_count(self):
-            rc, out = agent("ls /proc/%d/fd | wc -l" % self.proc.pid)
+            # fds closing while ls reads the folder are not an error.
+            rc, out = agent("ls /proc/%d/fd 2>/dev/null | wc -l"
+                            % self.proc.pid)
             if rc != 0:
                 raise orcdtest.TestFailure("fd count in the guest: " + out)
             return int(out.strip())

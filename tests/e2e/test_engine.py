@@ -14,24 +14,23 @@ import orcdtest
 from orcdtest import build_request, check, eq
 
 IDLE_CONNS = 10000
+IDLE_GUEST_CONNS = 100
 # An idle keep-alive connection may cost a connection struct, never a
 # per-connection I/O buffer (buffer_size, 64 KiB by default).
 IDLE_BYTES_MAX = 16 * 1024
 
 
 def rss(srv):
-    with open("/proc/%d/status" % srv.proc.pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+    for line in srv.proc_text("status").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
     raise orcdtest.TestFailure("no VmRSS")
 
 
 def sanitized(srv):
     """ASan keeps freed memory in quarantine and pads every allocation:
     RSS says nothing about orcd's own footprint then."""
-    with open("/proc/%d/maps" % srv.proc.pid) as f:
-        return "libasan" in f.read()
+    return "libasan" in srv.proc_text("maps")
 
 
 def raise_nofile(n):
@@ -44,41 +43,47 @@ def raise_nofile(n):
 
 @orcdtest.case
 def idle_keepalive_10k_bounded_memory(srv):
-    limit = min(raise_nofile(IDLE_CONNS + 1000),
-                int(open("/proc/%d/limits" % srv.proc.pid).read()
+    # Through QEMU's forwarder (one host socket per connection, polled
+    # one by one) connects slow to a few per second past a thousand:
+    # the guest run holds fewer; the host run holds all 10,000.
+    n = IDLE_GUEST_CONNS if srv.forwarded else IDLE_CONNS
+    limit = min(raise_nofile(n + 1000),
+                int(srv.proc_text("limits")
                     .split("Max open files")[1].split()[0]))
-    if limit < IDLE_CONNS + 200:
-        raise orcdtest.Skip("RLIMIT_NOFILE %d < %d" % (limit, IDLE_CONNS))
+    if limit < n + 200:
+        raise orcdtest.Skip("RLIMIT_NOFILE %d < %d" % (limit, n))
     base_rss = rss(srv)
     conns = []
     try:
         # Batches of pipelined connects: no SYN flood beyond the backlog.
         req = build_request("GET", "/hello.txt")
-        for start in range(0, IDLE_CONNS, 250):
+        step = min(250, srv.connect_burst or 250)
+        for start in range(0, n, step):
             batch = [srv.conn(timeout=20)
-                     for _ in range(min(250, IDLE_CONNS - start))]
+                     for _ in range(min(step, n - start))]
             conns += batch
             for c in batch:
                 c.send(req)
             for c in batch:
                 r = c.read_response()
                 check(r is not None and r.status == 200,
-                      "connection %d: %r" % (len(conns), r))
-        if srv.engine == "epoll":
-            # (io_uring engines hold sockets as direct descriptors, which
+                      "connection %d: %r; orcd: %s" % (
+                          len(conns), r, srv.stderr_text()[-600:]))
+        if srv.engine in ("epoll", "specific"):
+            # (direct holds sockets as direct descriptors, which
             # /proc/PID/fd does not list.)
             orcdtest.wait_until(
-                lambda: srv.fd_count() >= srv.fd_baseline + IDLE_CONNS, 10,
-                "orcd to hold %d connections" % IDLE_CONNS)
+                lambda: srv.fd_count() >= srv.fd_baseline + n, 10,
+                "orcd to hold %d connections" % n)
         grown = rss(srv) - base_rss
-        per = grown / IDLE_CONNS
+        per = grown / n
         print("# %d idle keep-alive connections: RSS +%d KiB, %.0f bytes "
-              "each" % (IDLE_CONNS, grown // 1024, per))
+              "each" % (n, grown // 1024, per))
         check(per <= IDLE_BYTES_MAX or sanitized(srv),
               "%.0f bytes of RSS per idle connection (limit %d)"
               % (per, IDLE_BYTES_MAX))
         # They are all still usable.
-        for i in range(0, IDLE_CONNS, 97):
+        for i in range(0, n, 97):
             conns[i].send(req)
             r = conns[i].read_response()
             check(r is not None and r.body == b"hello, world\n",

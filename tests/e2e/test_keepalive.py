@@ -267,6 +267,12 @@ def sparse(srv, name, size):
 def send_timeout_closes_stalled_reader(srv):
     # A client that never reads: once nothing moves for send_timeout,
     # orcd gives up (64 MiB cannot hide in socket buffers).
+    if srv.forwarded:
+        # QEMU's forwarder keeps reading from orcd and buffers all a
+        # stalled host reader leaves (64 MiB and more), so orcd never sees
+        # a stall. The engines share their send-timeout code with the host
+        # runs of direct and epoll, which test it.
+        raise orcdtest.Skip("QEMU's user-mode forwarder absorbs the stall")
     sparse(srv, "stall.bin", 64 << 20)
     with srv.conn(rcvbuf=4096) as c:
         c.send(build_request("GET", "/stall.bin"))
@@ -275,7 +281,9 @@ def send_timeout_closes_stalled_reader(srv):
         eq(r.status, 200, "status")
         n = int(r.header("content-length"))
         t0 = time.monotonic()
-        if srv.engine == "epoll":
+        # Sockets are fds for epoll and specific, so the drop shows in
+        # /proc/PID/fd; direct descriptors do not.
+        if srv.engine in ("epoll", "specific"):
             orcdtest.wait_until(lambda: srv.fd_count() == srv.fd_baseline,
                                 SEND + SLACK + 2,
                                 "orcd to drop the stalled connection")

@@ -5,6 +5,7 @@ broken configs), the access log in combined format, and fds back to the
 baseline after many connections. Each case starts its own orcd."""
 
 import calendar
+import errno
 import os
 import re
 import signal
@@ -83,8 +84,13 @@ def check_config_good():
     with Server() as srv:
         # --check-config validates without binding: the port may be busy.
         busy = socket.socket()
-        busy.bind(srv.addr)
-        busy.listen(1)
+        try:
+            busy.bind(srv.addr)
+            busy.listen(1)
+        except OSError as e:
+            # Already busy (a guest's forwarder holds it): as good.
+            if e.errno != errno.EADDRINUSE:
+                raise
         try:
             rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
         finally:
@@ -223,7 +229,16 @@ def sigterm_stops_accepting_and_closes_idle():
         wait_exit(srv, 10)
         check(time.monotonic() - t0 < 10, "SIGTERM took too long")
         try:
-            socket.create_connection(srv.addr, timeout=1).close()
+            s = socket.create_connection(srv.addr, timeout=1)
+            if srv.forwarded:
+                # The forwarder accepts for the guest; with no listener
+                # there, it closes without an answer.
+                with s:
+                    s.settimeout(10)
+                    s.sendall(build_request("GET", "/hello.txt"))
+                    check(s.recv(1) == b"", "answered after exit")
+                return
+            s.close()
             raise orcdtest.TestFailure("still accepting after exit")
         except OSError:
             pass
@@ -421,7 +436,7 @@ def access_log_combined():
             check(m, "not combined log format: %r" % ln)
             parsed.append(m.groups())
         host, ident, user, ts, req, status, size, ref, ua = parsed[0]
-        eq(host, "127.0.0.1", "client address")
+        eq(host, srv.client_addr, "client address")
         eq((ident, user), ("-", "-"), "ident and user")
         off = (int(ts[-4:-2]) * 3600 + int(ts[-2:]) * 60) \
             * (-1 if ts[-5] == "-" else 1)
@@ -459,7 +474,7 @@ def access_log_names_the_bad_request():
         m = COMBINED.match(lines[0])
         check(m, "not combined: %r" % lines[0])
         eq((m.group(1), m.group(5), m.group(6)),
-           ("127.0.0.1", "GET /no-host.txt HTTP/1.1", "400"),
+           (srv.client_addr, "GET /no-host.txt HTTP/1.1", "400"),
            "line of a request without Host")
         m = COMBINED.match(lines[1])
         check(m and m.group(6) == "414", "414 line: %r" % lines[1][:200])
@@ -499,7 +514,7 @@ def access_log_reopened_on_sigusr1():
         srv.get("/hello.txt", {"User-Agent": "before-rotate"})
         wait_until(lambda: any("before-rotate" in ln
                                for ln in log_lines(srv)), 10, "first line")
-        os.rename(srv.access_log, srv.access_log + ".1")
+        srv.rename(srv.access_log, srv.access_log + ".1")
         srv.signal(signal.SIGUSR1)
         wait_until(lambda: os.path.exists(srv.access_log), 10,
                    "the access log to be reopened")

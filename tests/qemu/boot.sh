@@ -116,6 +116,10 @@ mkdir -p "$(dirname "$logf")"
 : >"$logf"
 log "booting $(basename "$kernel") under $accel (${smp} CPUs, ${mem} MB, timeout ${timeout}s); console log $logf"
 
+# Every forwarded connection is a socket in QEMU: the e2e suite holds
+# 10,000 at once, beyond the usual soft limit of 1024.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
 set +e +o pipefail
 timeout -k 5 "$timeout" "$qemu" "${accel_args[@]}" -m "$mem" -smp "$smp" \
 	-nographic -no-reboot -nodefaults -monitor none -serial stdio \
