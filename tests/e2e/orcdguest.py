@@ -166,6 +166,9 @@ def install(orcdtest):
         # kernel drops those connections although connect() succeeded.
         connect_burst = 50
 
+        def adapt_conf(self, text):
+            return widen(text)
+
         def rename(self, src, dst):
             # In the guest, so its 9p dentries see it as a local rename
             # would (logrotate runs on the machine orcd runs on).
