@@ -371,19 +371,13 @@ static void uconn_fail(struct uconn *c, int status)
 	uconn_send_plain(c);
 }
 
-/* Plan the response to c->req (again, after a failed chain). */
-void uconn_plan(struct uconn *c)
+/* Send the plan just rendered into c->resp (err: rendering failed): the
+ * head, then the file through a chain when the plan has a body. */
+static void uconn_answer(struct uconn *c, int err)
 {
-	struct uring_worker *uw = c->uw;
-	int err;
-
-	if (!c->cfg)
-		c->cfg = config_get(uw->w->cfg);
-	err = respond_plan(c->cfg, &c->req, uw->now, 0, c->resp->buf,
-			   c->resp->cap, &c->resp->plan);
 	if (err) {
 		log_msg(LOG_ERR, "worker %u: cannot render response (%s)",
-			uw->w->id, strerror(-err));
+			c->uw->w->id, strerror(-err));
 		uconn_fail(c, 500);
 		return;
 	}
@@ -398,23 +392,23 @@ void uconn_plan(struct uconn *c)
 		uconn_send_plain(c);
 }
 
+/* Plan the response to c->req (again, after a failed chain). */
+void uconn_plan(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+
+	if (!c->cfg)
+		c->cfg = config_get(uw->w->cfg);
+	uconn_answer(c, respond_plan(c->cfg, &c->req, uw->now, 0, c->resp->buf,
+				     c->resp->cap, &c->resp->plan));
+}
+
 /* The chain's open was refused: the plan looked the file up with O_PATH,
  * which needs no read permission, so only the open finds out. */
 void uconn_plan_denied(struct uconn *c)
 {
-	struct uring_worker *uw = c->uw;
-	int err;
-
-	err = respond_status(&c->req, 403, uw->now, c->resp->buf, c->resp->cap,
-			     &c->resp->plan);
-	if (err) {
-		uconn_fail(c, 500);
-		return;
-	}
-	c->send_off = 0;
-	c->send_len = c->resp->plan.head_len;
-	c->file_left = 0;
-	uconn_send_plain(c);
+	uconn_answer(c, respond_status(&c->req, 403, c->uw->now, c->resp->buf,
+				       c->resp->cap, &c->resp->plan));
 }
 
 /* Parse what has arrived; answer a complete head or read more. */
