@@ -529,6 +529,7 @@ static const struct directive directives[] = {
 	{"engine", set_engine, 0, 0, 0},
 	{"threads", set_uint, FIELD(threads), 0, 256},
 	{"slots", set_uint, FIELD(slots), 16, 1048576},
+	{"stat_cache", set_uint, FIELD(stat_cache), 0, 1048576},
 	{"accepts", set_uint, FIELD(accepts), 1, 1024},
 	{"max_connections", set_uint, FIELD(max_connections), 1, 1048576},
 	{"idle_timeout", set_duration, FIELD(idle_timeout_ms), 1, 24 * HOUR},
@@ -611,6 +612,7 @@ struct orcd_config *config_new(void)
 	c->engine = ORCD_ENGINE_AUTO;
 	c->threads = 1;
 	c->slots = 4096;
+	c->stat_cache = 8192;
 	c->accepts = 16;
 	c->max_connections = 16384;
 	c->idle_timeout_ms = 60 * SEC;

@@ -34,6 +34,7 @@ struct orcd_config {
 	enum orcd_engine_kind engine;	/* default auto */
 	unsigned threads;		/* default 1; 0 = one per CPU */
 	unsigned slots;			/* fd slots per worker, default 4096 */
+	unsigned stat_cache;		/* cached lookups per worker, 0 off */
 	unsigned accepts;		/* accepts in flight per worker, default 16 */
 	unsigned max_connections;	/* per worker, default 16384 */
 	unsigned idle_timeout_ms;	/* keep-alive idle, default 60000 */

@@ -224,7 +224,7 @@ static void conn_fail(struct conn *c, int status)
 static void conn_step(struct conn *c)
 {
 	struct orcd_worker *w = c->ew->w;
-	const struct orcd_config *cfg = w->cfg;
+	struct orcd_config *cfg = w->cfg;
 	struct http_limits lim = {
 		.max_request_line = cfg->max_request_line,
 		.max_header_bytes = cfg->max_header_bytes,
@@ -245,7 +245,7 @@ static void conn_step(struct conn *c)
 	}
 	c->have_req = true;
 	c->fresh = false;
-	err = respond_plan(cfg, &c->req, time(NULL), RESPOND_KEEP_FD,
+	err = respond_plan(cfg, NULL, &c->req, time(NULL), RESPOND_KEEP_FD,
 			   c->buf + c->cap, HEAD_ROOM, &c->plan);
 	if (err) {
 		log_msg(LOG_ERR, "cannot render response (%s)", strerror(-err));

@@ -276,6 +276,7 @@ static void wake_done(struct uring_worker *uw, int res)
 		log_msg(LOG_ERR, "worker %u: wake read: %s", uw->w->id,
 			strerror(errno));
 	server_worker_refresh(uw->w);
+	stat_cache_use(uw->sc, uw->w->cfg);
 	if (server_stopping(uw->w)) {
 		if (!uw->stopping)
 			begin_stop(uw);
@@ -388,6 +389,9 @@ static int uring_loop(struct uring_worker *uw)
 			/* Give the CQ back before handling, so a kernel
 			 * holding overflowed CQEs can flush them. */
 			io_uring_cq_advance(&uw->ring, n);
+			/* After taking the CQEs: a change made before any of
+			 * these requests was sent is among the events. */
+			stat_cache_sync(uw->sc);
 			for (unsigned i = 0; i < n; i++)
 				dispatch(uw, data[i], res[i], flags[i]);
 		}
@@ -410,6 +414,7 @@ static void uring_cleanup(struct uring_worker *uw)
 				close(uw->acc[i].slot); /* if it landed */
 	}
 	io_uring_queue_exit(&uw->ring);
+	stat_cache_free(uw->sc);
 	free(uw->br);
 	free(uw->br_bufs);
 	uconn_free_all(uw);
@@ -478,6 +483,10 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 		}
 	}
 	uring_br_setup(uw);
+	uw->sc = stat_cache_new(w->cfg, w->stats.stat_cache);
+	if (!uw->sc)
+		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",
+			w->id);
 	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
 	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));
 	if (!uw->acc) {

@@ -13,6 +13,7 @@
 #include "engine.h"
 #include "http_parse.h"
 #include "http_render.h"
+#include "stat_cache.h"
 
 struct out {
 	char *buf;
@@ -62,6 +63,10 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 					 &t->chain_send_error,
 					 &t->chain_client_gone,
 					 &t->chain_close_repaired };
+	static const char *const sc_name[SC_NCOUNTERS] = {
+		[SC_HITS] = "hit", [SC_MISSES] = "miss",
+		[SC_BYPASS] = "bypass", [SC_FLUSHES] = "flush"
+	};
 	struct out o = { buf, cap, 0, false };
 	int i;
 
@@ -96,6 +101,11 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	       "Chosen fds found busy (must stay 0).", &t->ebusy);
 	metric(&o, "submits_total", "counter",
 	       "io_uring_enter calls / event-loop wake-ups.", &t->submits);
+	put(&o, "# HELP orcd_stat_cache_total File metadata lookups by how the stat cache answered them.\n"
+		"# TYPE orcd_stat_cache_total counter\n");
+	for (i = 0; i < SC_NCOUNTERS; i++)
+		put(&o, "orcd_stat_cache_total{result=\"%s\"} %llu\n",
+		    sc_name[i], ld(&t->stat_cache[i]));
 	put(&o, "# HELP orcd_chain_outcomes_total Chains that did not run to the end, by cause.\n"
 		"# TYPE orcd_chain_outcomes_total counter\n");
 	for (i = 0; i < 5; i++)

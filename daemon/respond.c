@@ -14,11 +14,12 @@
 #include "http_render.h"
 #include "mime.h"
 #include "path.h"
+#include "stat_cache.h"
 
 #define SERVER_NAME "orcd/" ORCD_VERSION
 
-int respond_lookup(int root_fd, const char *relpath, struct file_meta *meta,
-		   int *fd_out)
+int respond_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
+		   struct file_meta *meta, int *fd_out)
 {
 	/* RESOLVE_BENEATH refuses ".." and absolute symlinks that leave the
 	 * root while allowing links that stay inside it, which is what a
@@ -27,7 +28,8 @@ int respond_lookup(int root_fd, const char *relpath, struct file_meta *meta,
 	struct open_how how = {
 		.flags = (fd_out ? O_RDONLY | O_NONBLOCK | O_NOCTTY : O_PATH) |
 			 O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS |
+			   resolve_extra,
 	};
 	struct stat st;
 	int fd;
@@ -156,13 +158,22 @@ static int lookup_status(int err)
 
 /* Resolve the normalised path to a regular file, following the index file
  * for directories. Returns 0 or an HTTP status (with *location for 301). */
-static int resolve_target(const struct orcd_config *cfg,
+static int lookup(struct orcd_config *cfg, struct stat_cache *sc, int *fdp,
+		  struct response_plan *plan)
+{
+	if (fdp)
+		return respond_lookup(cfg->root_fd, plan->relpath, 0,
+				      &plan->meta, fdp);
+	return stat_cache_lookup(sc, cfg, plan->relpath, &plan->meta);
+}
+
+static int resolve_target(struct orcd_config *cfg, struct stat_cache *sc,
 			  const struct http_request *req, bool trailing,
 			  unsigned flags, struct response_plan *plan,
 			  char *location, size_t loccap)
 {
 	int *fdp = (flags & RESPOND_KEEP_FD) ? &plan->fd : NULL;
-	int err = respond_lookup(cfg->root_fd, plan->relpath, &plan->meta, fdp);
+	int err = lookup(cfg, sc, fdp, plan);
 	size_t len;
 
 	if (err)
@@ -184,8 +195,7 @@ static int resolve_target(const struct orcd_config *cfg,
 			return 404;
 		snprintf(plan->relpath + len, sizeof(plan->relpath) - len,
 			 "%s%s", len ? "/" : "", cfg->index);
-		err = respond_lookup(cfg->root_fd, plan->relpath, &plan->meta,
-				     fdp);
+		err = lookup(cfg, sc, fdp, plan);
 		if (err)
 			return lookup_status(err);
 	} else if (trailing) {
@@ -200,8 +210,8 @@ static int resolve_target(const struct orcd_config *cfg,
 		 * answers 403 where GET does. */
 		int fd;
 
-		err = respond_lookup(cfg->root_fd, plan->relpath, &plan->meta,
-				     &fd);
+		err = respond_lookup(cfg->root_fd, plan->relpath, 0,
+				     &plan->meta, &fd);
 		if (err)
 			return lookup_status(err);
 		close(fd);
@@ -209,9 +219,9 @@ static int resolve_target(const struct orcd_config *cfg,
 	return 0;
 }
 
-int respond_plan(const struct orcd_config *cfg, const struct http_request *req,
-		 time_t now, unsigned flags, char *buf, size_t cap,
-		 struct response_plan *plan)
+int respond_plan(struct orcd_config *cfg, struct stat_cache *sc,
+		 const struct http_request *req, time_t now, unsigned flags,
+		 char *buf, size_t cap, struct response_plan *plan)
 {
 	bool head = req->method == HTTP_METHOD_HEAD;
 	char location[PATH_MAX + 2], etag[HTTP_ETAG_MAX];
@@ -241,7 +251,7 @@ int respond_plan(const struct orcd_config *cfg, const struct http_request *req,
 		return render_status(plan, status, req->version_minor, head,
 				     now, NULL, buf, cap);
 	}
-	status = resolve_target(cfg, req, trailing, flags, plan, location,
+	status = resolve_target(cfg, sc, req, trailing, flags, plan, location,
 				sizeof(location));
 	if (status)
 		return render_status(plan, status, req->version_minor, head,

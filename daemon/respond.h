@@ -17,6 +17,8 @@
 #include "config.h"
 #include "http_parse.h"
 
+struct stat_cache;
+
 struct file_meta {
 	uint64_t size;
 	uint64_t ino;
@@ -48,23 +50,26 @@ enum {
 
 /*
  * Look up metadata of relpath under root_fd without following symlinks
- * out of the root (openat2 RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS).
- * If fd_out is non-NULL the opened O_RDONLY fd is returned there, else it
- * is closed. Returns 0, -ENOENT, -EACCES, -EXDEV (escapes the root), ...
+ * out of the root (openat2 RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, plus
+ * resolve_extra). If fd_out is non-NULL the opened O_RDONLY fd is
+ * returned there, else it is closed. Returns 0, -ENOENT, -EACCES, -EXDEV
+ * (escapes the root), ...
  */
-int respond_lookup(int root_fd, const char *relpath, struct file_meta *meta,
-		   int *fd_out);
+int respond_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
+		   struct file_meta *meta, int *fd_out);
 
 /*
  * Decide and render the response to a parsed request into buf[0..cap):
+ * metadata comes from sc (NULL: looked up every time) unless
+ * RESPOND_KEEP_FD asks for the file to be opened.
  * 405 with Allow for other methods, 400/404/301 from the path, index
  * files for directories, 304/206/416/200 from the validators. Error
  * statuses carry a small HTML body inside head_len (except for HEAD).
  * Returns 0 or -ENOSPC (cap too small) / -ENOMEM.
  */
-int respond_plan(const struct orcd_config *cfg, const struct http_request *req,
-		 time_t now, unsigned flags, char *buf, size_t cap,
-		 struct response_plan *plan);
+int respond_plan(struct orcd_config *cfg, struct stat_cache *sc,
+		 const struct http_request *req, time_t now, unsigned flags,
+		 char *buf, size_t cap, struct response_plan *plan);
 
 /*
  * Body bytes among `sent` bytes written for this plan (head excluded), for

@@ -19,6 +19,7 @@
 #include "http_parse.h"
 #include "respond.h"
 #include "slots.h"
+#include "stat_cache.h"
 
 struct orcd_worker;
 struct orcd_config;
@@ -202,6 +203,7 @@ struct uring_worker {
 	char *br_bufs;
 	unsigned br_n, br_size;
 	struct uconn *deferred; /* waiting for SQ room (via next) */
+	struct stat_cache *sc;	/* metadata lookups of this worker */
 	unsigned chains_inflight;
 	bool stopping;
 	bool drain_expired;

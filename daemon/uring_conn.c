@@ -397,10 +397,20 @@ void uconn_plan(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
 
+	struct stat_cache *sc = uw->sc;
+
 	if (!c->cfg)
 		c->cfg = config_get(uw->w->cfg);
-	uconn_answer(c, respond_plan(c->cfg, &c->req, uw->now, 0, c->resp->buf,
-				     c->resp->cap, &c->resp->plan));
+	if (c->replans) {
+		/* The chain found the file other than planned: whatever
+		 * the cache holds is suspect, and this answer comes from a
+		 * lookup of its own. */
+		stat_cache_flush(sc);
+		sc = NULL;
+	}
+	uconn_answer(c,
+		     respond_plan(c->cfg, sc, &c->req, uw->now, 0, c->resp->buf,
+				  c->resp->cap, &c->resp->plan));
 }
 
 /* The chain's open was refused: the plan looked the file up with O_PATH,

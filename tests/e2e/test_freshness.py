@@ -133,6 +133,63 @@ def directory_changes(srv):
 
 
 @orcdtest.case
+def times_only_change(srv):
+    """touch -d: no byte changes, only the mtime (an inotify IN_ATTRIB)."""
+    p = srv.write_file("f/touched.txt", b"same bytes\n", mtime=OLD)
+    with srv.conn() as c:
+        r1 = both(srv, c, "/f/touched.txt")
+        os.utime(p, (OLD + 86400, OLD + 86400))
+        r2 = both(srv, c, "/f/touched.txt")
+        check(r2.header("last-modified") != r1.header("last-modified"),
+              "Last-Modified unchanged after the mtime changed")
+        check(r2.header("etag") != r1.header("etag"),
+              "ETag unchanged after the mtime changed")
+
+
+@orcdtest.case
+def write_through_another_name(srv):
+    """The file is changed through a hard link in a directory nobody asks
+    for: no event in the served path's directory, only on the file."""
+    p = srv.write_file("f/linked.txt", b"one\n", mtime=OLD)
+    other = srv.path("unserved/alias.txt")
+    os.makedirs(os.path.dirname(other), exist_ok=True)
+    os.link(p, other)
+    with srv.conn() as c:
+        eq(both(srv, c, "/f/linked.txt").body, b"one\n", "before")
+        with open(other, "ab") as f:
+            f.write(b"two\n")
+        r = both(srv, c, "/f/linked.txt")
+        eq(r.header("content-length"), "8", "Content-Length")
+        eq(r.body, b"one\ntwo\n", "after a write through the other name")
+
+
+@orcdtest.case
+def parent_directory_moves(srv):
+    srv.write_file("d1/inner/x.txt", b"x in d1\n")
+    with srv.conn() as c:
+        eq(both(srv, c, "/d1/inner/x.txt").status, 200, "before")
+        srv.rename(srv.path("d1/inner"), srv.path("d1/moved"))
+        eq(both(srv, c, "/d1/inner/x.txt").status, 404, "old path")
+        eq(both(srv, c, "/d1/moved/x.txt").body, b"x in d1\n", "new path")
+        srv.write_file("d1/inner/x.txt", b"another x\n")
+        eq(both(srv, c, "/d1/inner/x.txt").body, b"another x\n",
+           "a new directory under the old name")
+
+
+@orcdtest.case
+def symlinked_directory_repointed(srv):
+    srv.write_file("v1/page.txt", b"version 1\n")
+    srv.write_file("v2/page.txt", b"version 2\n")
+    os.symlink("v1", srv.path("current"))
+    with srv.conn() as c:
+        eq(both(srv, c, "/current/page.txt").body, b"version 1\n", "v1")
+        # The usual deployment switch: a new link renamed over the old.
+        os.symlink("v2", srv.path(".current.new"))
+        srv.rename(srv.path(".current.new"), srv.path("current"))
+        eq(both(srv, c, "/current/page.txt").body, b"version 2\n", "v2")
+
+
+@orcdtest.case
 def many_changes_in_a_row(srv):
     p = srv.path("f/churn.bin")
     with srv.conn() as c:

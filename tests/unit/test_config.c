@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "unit_fds.h"
+
 #include "config.h"
 #include "mime.h"
 
@@ -139,18 +141,6 @@ static uint32_t v4_of(const struct orcd_listen *l)
 	assert_int_equal(l->addr.ss_family, AF_INET);
 	assert_int_equal(l->addrlen, sizeof(struct sockaddr_in));
 	return ntohl(((const struct sockaddr_in *)&l->addr)->sin_addr.s_addr);
-}
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	assert_non_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
 }
 
 /* ---- defaults and directives ---- */

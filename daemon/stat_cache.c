@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See stat_cache.h for what may be cached and why an entry stays true.
+ *
+ * Entries are keyed by the root-relative path respond_plan() looks up.
+ * Some entries carry no metadata: they only record that a directory on
+ * the way to a cached file has its watch already, so the next file in
+ * the same directory costs one add_watch (its own), not one per level.
+ *
+ * Any event empties the cache and closes the inotify instance (which
+ * drops every watch at once); the next miss starts a new one. Changes to
+ * a static site come in bursts far apart, so one coarse rule beats
+ * tracking which entry an event touched, and cannot get that wrong.
+ */
+#include "stat_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* Everything that can change what an O_PATH lookup and fstat return:
+ * content and size (MODIFY, CLOSE_WRITE), mode, times and link count
+ * (ATTRIB), and the namespace (CREATE, DELETE, MOVED_*, *_SELF). Our own
+ * opens and reads (OPEN, ACCESS, CLOSE_NOWRITE) are left out. */
+#define WATCH_MASK                                                             \
+	(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM |              \
+	 IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | \
+	 IN_DONT_FOLLOW)
+
+struct sc_entry {
+	struct sc_entry *next;
+	uint64_t hash;
+	bool has_meta;
+	bool watched; /* a directory whose watch is in place */
+	struct file_meta meta;
+	char key[];
+};
+
+struct stat_cache {
+	unsigned max, n;
+	unsigned mask; /* buckets - 1 */
+	struct sc_entry **bucket;
+	int ifd;    /* inotify, made with the cache; -1 if that failed */
+	bool dirty; /* watches were added since ifd was made */
+	struct orcd_config *cfg; /* referenced: what the entries are under */
+	bool usable;		 /* cfg's root can be cached */
+	_Atomic uint64_t *ctr;
+};
+
+static void count(struct stat_cache *sc, int which)
+{
+	_Atomic uint64_t *c = &sc->ctr[which];
+
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+bool stat_cache_fs_ok(long f_type)
+{
+	switch ((unsigned long)f_type) {
+	case EXT4_SUPER_MAGIC: /* also ext2, ext3 */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+	case RAMFS_MAGIC:
+	case F2FS_SUPER_MAGIC:
+	case SQUASHFS_MAGIC:
+	case OVERLAYFS_SUPER_MAGIC:
+		return true;
+	default:
+		/* NFS, CIFS, FUSE, 9p (a QEMU guest's shared folder), ...:
+		 * another machine may change them without telling us. */
+		return false;
+	}
+}
+
+struct stat_cache *stat_cache_new(struct orcd_config *cfg,
+				  _Atomic uint64_t *ctr)
+{
+	struct stat_cache *sc = calloc(1, sizeof(*sc));
+	unsigned nb = 16;
+
+	if (!sc)
+		return NULL;
+	while (nb < cfg->stat_cache && nb < (1u << 20))
+		nb <<= 1;
+	sc->bucket = calloc(nb, sizeof(*sc->bucket));
+	if (!sc->bucket) {
+		free(sc);
+		return NULL;
+	}
+	sc->mask = nb - 1;
+	sc->ctr = ctr;
+	sc->ifd = -1;
+	stat_cache_use(sc, cfg);
+	return sc;
+}
+
+static void drop_entries(struct stat_cache *sc)
+{
+	for (unsigned i = 0; i <= sc->mask && sc->n; i++) {
+		struct sc_entry *e = sc->bucket[i];
+
+		while (e) {
+			struct sc_entry *next = e->next;
+
+			free(e);
+			sc->n--;
+			e = next;
+		}
+		sc->bucket[i] = NULL;
+	}
+}
+
+/* A fresh inotify instance on the same fd number: every watch goes at
+ * once, and the process's fd count stays what it was. */
+static void reset_watches(struct stat_cache *sc)
+{
+	int nfd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+	if (nfd < 0) {
+		close(sc->ifd);
+		sc->ifd = -1;
+		return;
+	}
+	if (sc->ifd < 0) {
+		sc->ifd = nfd;
+	} else if (dup3(nfd, sc->ifd, O_CLOEXEC) < 0) {
+		close(sc->ifd);
+		sc->ifd = nfd;
+	} else {
+		close(nfd);
+	}
+	sc->dirty = false;
+}
+
+void stat_cache_flush(struct stat_cache *sc)
+{
+	if (!sc)
+		return;
+	drop_entries(sc);
+	if (sc->dirty || (sc->ifd < 0 && sc->max))
+		reset_watches(sc);
+}
+
+void stat_cache_free(struct stat_cache *sc)
+{
+	if (!sc)
+		return;
+	drop_entries(sc);
+	if (sc->ifd >= 0)
+		close(sc->ifd);
+	if (sc->cfg)
+		config_put(sc->cfg);
+	free(sc->bucket);
+	free(sc);
+}
+
+void stat_cache_sync(struct stat_cache *sc)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	bool changed = false;
+	ssize_t r;
+
+	if (!sc || sc->ifd < 0 || !sc->n)
+		return;
+	while ((r = read(sc->ifd, buf, sizeof(buf))) > 0)
+		changed = true;
+	if (r < 0 && errno != EAGAIN)
+		changed = true; /* cannot tell: assume the worst */
+	if (changed) {
+		count(sc, SC_FLUSHES);
+		stat_cache_flush(sc);
+	}
+}
+
+unsigned stat_cache_entries(const struct stat_cache *sc)
+{
+	return sc->n;
+}
+
+static uint64_t hash_of(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static struct sc_entry *find(struct stat_cache *sc, const char *key, size_t len,
+			     uint64_t h)
+{
+	for (struct sc_entry *e = sc->bucket[h & sc->mask]; e; e = e->next)
+		if (e->hash == h && !memcmp(e->key, key, len) && !e->key[len])
+			return e;
+	return NULL;
+}
+
+static struct sc_entry *insert(struct stat_cache *sc, const char *key,
+			       size_t len, uint64_t h)
+{
+	struct sc_entry *e = calloc(1, sizeof(*e) + len + 1);
+
+	if (!e)
+		return NULL;
+	e->hash = h;
+	memcpy(e->key, key, len);
+	e->key[len] = '\0';
+	e->next = sc->bucket[h & sc->mask];
+	sc->bucket[h & sc->mask] = e;
+	sc->n++;
+	return e;
+}
+
+void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
+{
+	struct statfs fs;
+	bool fs_ok;
+
+	if (!sc || cfg == sc->cfg)
+		return;
+	/* A new configuration may have a new root: nothing carries over. */
+	sc->max = cfg->stat_cache;
+	stat_cache_flush(sc);
+	if (sc->cfg)
+		config_put(sc->cfg);
+	sc->cfg = config_get(cfg);
+	fs_ok = fstatfs(cfg->root_fd, &fs) == 0 &&
+		stat_cache_fs_ok((long)fs.f_type);
+	sc->usable = sc->max && fs_ok;
+	if (sc->max && !fs_ok)
+		log_msg(LOG_INFO,
+			"stat cache off for root \"%s\": its filesystem (type "
+			"0x%lx) may change without inotify events",
+			cfg->root, (unsigned long)fs.f_type);
+}
+
+/* Watch root-relative path[0, len): "" is the root itself. The watch
+ * goes through /proc/self/fd, so it lands on the directory root_fd
+ * holds even if the root's name was since given to another. */
+static int watch(struct stat_cache *sc, const char *path, size_t len)
+{
+	char p[PATH_MAX + 64];
+	int n = snprintf(p, sizeof(p), "/proc/self/fd/%d%s%.*s",
+			 sc->cfg->root_fd, len ? "/" : "", (int)len, path);
+
+	if (n < 0 || (size_t)n >= sizeof(p))
+		return -ENAMETOOLONG;
+	sc->dirty = true;
+	if (inotify_add_watch(sc->ifd, p, WATCH_MASK) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Watch every directory above relpath (the root included) that has no
+ * watch yet. Returns 0 or -errno. */
+static int watch_parents(struct stat_cache *sc, const char *relpath)
+{
+	size_t len = 0;
+
+	for (;;) {
+		uint64_t h = hash_of(relpath, len);
+		struct sc_entry *e = find(sc, relpath, len, h);
+		const char *slash;
+		int err;
+
+		if (!e || !e->watched) {
+			err = watch(sc, relpath, len);
+			if (err)
+				return err;
+			if (!e)
+				e = insert(sc, relpath, len, h);
+			if (!e)
+				return -ENOMEM;
+			e->watched = true;
+		}
+		slash = strchr(relpath + len + (len ? 1 : 0), '/');
+		if (!slash)
+			return 0;
+		len = (size_t)(slash - relpath);
+	}
+}
+
+static unsigned depth_of(const char *relpath)
+{
+	unsigned d = 1;
+
+	for (const char *p = relpath; *p; p++)
+		d += *p == '/';
+	return d;
+}
+
+int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
+		      const char *relpath, struct file_meta *meta)
+{
+	size_t len = strlen(relpath);
+	struct sc_entry *e;
+	uint64_t h;
+	int err;
+
+	if (!sc)
+		return respond_lookup(cfg->root_fd, relpath, 0, meta, NULL);
+	h = hash_of(relpath, len);
+	/* A request planned under the configuration before a reload is
+	 * answered without the cache, which follows the new one. */
+	e = sc->usable && cfg == sc->cfg ? find(sc, relpath, len, h) : NULL;
+	if (e && e->has_meta) {
+		count(sc, SC_HITS);
+		*meta = e->meta;
+		return 0;
+	}
+	/* Room for the file and every directory above it, counted high. */
+	if (!sc->usable || cfg != sc->cfg ||
+	    sc->n + depth_of(relpath) + 1 > sc->max)
+		goto plain;
+	if (sc->ifd < 0)
+		goto plain;
+	/* Watches first, then the lookup: a change after the watch is an
+	 * event; a change before it is in what the lookup sees. */
+	if (watch_parents(sc, relpath) || (len && watch(sc, relpath, len)))
+		goto plain;
+	err = respond_lookup(cfg->root_fd, relpath,
+			     RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, meta, NULL);
+	if (err == -ELOOP || err == -EXDEV)
+		goto plain; /* a symlink or mount on the way: not ours */
+	if (err) {
+		count(sc, SC_BYPASS);
+		return err;
+	}
+	e = find(sc, relpath, len, h);
+	if (!e)
+		e = insert(sc, relpath, len, h);
+	if (!e) {
+		count(sc, SC_BYPASS);
+		return 0;
+	}
+	e->meta = *meta;
+	e->has_meta = true;
+	/* The root's own watch was set by watch_parents(). */
+	if (len && S_ISDIR(meta->mode))
+		e->watched = true;
+	count(sc, SC_MISSES);
+	return 0;
+plain:
+	count(sc, SC_BYPASS);
+	return respond_lookup(cfg->root_fd, relpath, 0, meta, NULL);
+}

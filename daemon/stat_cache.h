@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A worker's cache of metadata lookups (respond_lookup() without an fd),
+ * so that a request for a file seen before costs no system call before
+ * its chain. The io_uring engines use it; epoll opens every file anyway.
+ *
+ * Validity comes from inotify, never from time: before a lookup is done
+ * for the cache, every directory on the path and the file itself get a
+ * watch, and stat_cache_sync(), called before each batch of completions
+ * is handled, forgets every entry if any event arrived. A change that has
+ * completed before a request's bytes were received therefore always
+ * reaches the cache before that request is planned: the event is queued
+ * inside the system call that made the change, the request's completion
+ * is posted later, and sync reads the events after the completions were
+ * taken from the ring.
+ *
+ * Only what inotify can vouch for is cached: paths with no symlink and
+ * no mount point in them (the lookup is repeated with RESOLVE_NO_SYMLINKS
+ * | RESOLVE_NO_XDEV; anything that fails it is looked up plainly, every
+ * time), under a root on a local filesystem (a network or 9p filesystem
+ * changed by another machine reports nothing here). The chain's own open
+ * stays the authority: a stale entry can only cost a replan, which goes
+ * around the cache.
+ */
+#ifndef ORCD_STAT_CACHE_H
+#define ORCD_STAT_CACHE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "respond.h"
+
+struct stat_cache;
+
+/* Counters, in an array the caller owns (the worker's /metrics ones);
+ * only the cache's own thread writes them. */
+enum {
+	SC_HITS,    /* answered from the cache */
+	SC_MISSES,  /* looked up and entered */
+	SC_BYPASS,  /* looked up, not cacheable (or full, or off) */
+	SC_FLUSHES, /* change events that emptied the cache */
+	SC_NCOUNTERS,
+};
+
+/*
+ * A cache for lookups under cfg's root, of at most cfg->stat_cache entries
+ * (0: off, every lookup is counted as a bypass). ctr points to
+ * SC_NCOUNTERS counters. NULL: ENOMEM.
+ */
+struct stat_cache *stat_cache_new(struct orcd_config *cfg,
+				  _Atomic uint64_t *ctr);
+
+/*
+ * Follow a new configuration (a reload): forget everything, hold cfg
+ * instead of the old one. Lookups made with any other cfg bypass the
+ * cache.
+ */
+void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg);
+void stat_cache_free(struct stat_cache *sc);
+
+/*
+ * Like respond_lookup(cfg->root_fd, relpath, 0, meta, NULL), answered from
+ * the cache when it can be. sc may be NULL (no cache).
+ */
+int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
+		      const char *relpath, struct file_meta *meta);
+
+/*
+ * Read pending change events; if there were any, forget everything.
+ * Costs one read() when entries exist, nothing otherwise.
+ */
+void stat_cache_sync(struct stat_cache *sc);
+
+/* Forget everything (and drop the watches). */
+void stat_cache_flush(struct stat_cache *sc);
+
+/* Entries held now (directories that only carry a watch included). */
+unsigned stat_cache_entries(const struct stat_cache *sc);
+
+/* Whether a filesystem of this statfs f_type reports every change to
+ * inotify on this machine (local filesystems). */
+bool stat_cache_fs_ok(long f_type);
+
+#endif

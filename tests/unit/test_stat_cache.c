@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: MIT
+/* Stat cache: a second lookup is a hit; every kind of change made before
+ * stat_cache_sync() is seen by the next lookup; what inotify cannot vouch
+ * for (symlinks on the way, a full cache, a cache turned off, another
+ * configuration) is looked up every time; no fd is leaked or added. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "unit_fds.h"
+
+#include "config.h"
+#include "respond.h"
+#include "stat_cache.h"
+
+static char dir[128];
+static char err[256];
+
+struct fixture {
+	struct orcd_config *cfg;
+	struct stat_cache *sc;
+	_Atomic uint64_t ctr[SC_NCOUNTERS];
+};
+
+static const char *at(const char *rel)
+{
+	static char p[4][256];
+	static int k;
+
+	k = (k + 1) % 4;
+	snprintf(p[k], sizeof(p[k]), "%s/www/%s", dir, rel);
+	return p[k];
+}
+
+static void put_file(const char *rel, const char *text)
+{
+	FILE *f = fopen(at(rel), "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static struct orcd_config *make_config(unsigned entries)
+{
+	struct orcd_config *c = config_new();
+	char p[160], v[16];
+	FILE *f;
+
+	assert_non_null(c);
+	snprintf(p, sizeof(p), "%s/www", dir);
+	assert_int_equal(config_set(c, "root", p, false, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/mime.types", dir);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs("text/plain\ttxt\n", f);
+	fclose(f);
+	assert_int_equal(
+		config_set(c, "mime_types", p, false, err, sizeof(err)), 0);
+	snprintf(v, sizeof(v), "%u", entries);
+	assert_int_equal(
+		config_set(c, "stat_cache", v, false, err, sizeof(err)), 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	return c;
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	struct statfs fs;
+	char cmd[200];
+
+	/* The cache is off on filesystems that may change behind inotify's
+	 * back; test where it is on (tmpfs when /tmp is something else). */
+	snprintf(dir, sizeof(dir), "/tmp/orcd-sc-XXXXXX");
+	if (statfs("/tmp", &fs) || !stat_cache_fs_ok((long)fs.f_type))
+		snprintf(dir, sizeof(dir), "/dev/shm/orcd-sc-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "%s/www", dir);
+	assert_int_equal(mkdir(cmd, 0755), 0);
+	assert_int_equal(mkdir(at("a"), 0755), 0);
+	assert_int_equal(mkdir(at("a/b"), 0755), 0);
+	put_file("top.txt", "top\n");
+	put_file("a/b/deep.txt", "deep\n");
+	fx->cfg = make_config(64);
+	fx->sc = stat_cache_new(fx->cfg, fx->ctr);
+	assert_non_null(fx->sc);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	char cmd[200];
+
+	stat_cache_free(fx->sc);
+	config_put(fx->cfg);
+	free(fx);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+	return 0;
+}
+
+static uint64_t ctr(struct fixture *fx, int k)
+{
+	return atomic_load(&fx->ctr[k]);
+}
+
+/* Look up through the cache and check it against a fresh lookup. */
+static int lookup(struct fixture *fx, const char *rel, struct file_meta *m)
+{
+	struct file_meta fresh;
+	int r = stat_cache_lookup(fx->sc, fx->cfg, rel, m);
+	int f = respond_lookup(fx->cfg->root_fd, rel, 0, &fresh, NULL);
+
+	assert_int_equal(r, f);
+	if (!r) {
+		assert_int_equal(m->size, fresh.size);
+		assert_int_equal(m->ino, fresh.ino);
+		assert_int_equal(m->mtime_sec, fresh.mtime_sec);
+		assert_int_equal(m->mtime_nsec, fresh.mtime_nsec);
+		assert_int_equal(m->mode, fresh.mode);
+	}
+	return r;
+}
+
+static void test_second_lookup_is_a_hit(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_int_equal(m.size, 5);
+	assert_int_equal(ctr(fx, SC_MISSES), 1);
+	assert_int_equal(ctr(fx, SC_HITS), 0);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_HITS), 1);
+	/* The root itself and a directory are cached like files. */
+	assert_int_equal(lookup(fx, "", &m), 0);
+	assert_true(S_ISDIR(m.mode));
+	assert_int_equal(lookup(fx, "a", &m), 0);
+	assert_int_equal(lookup(fx, "a", &m), 0);
+	assert_int_equal(lookup(fx, "", &m), 0);
+	assert_int_equal(ctr(fx, SC_HITS), 3);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 0);
+	/* Reads of the file (our own chains) are not changes. */
+	put_file("top.txt", "top\n");
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	{
+		char buf[16];
+		int fd = open(at("top.txt"), O_RDONLY);
+
+		assert_true(fd >= 0);
+		assert_true(read(fd, buf, sizeof(buf)) > 0);
+		close(fd);
+	}
+	stat_cache_sync(fx->sc);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 0);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_HITS), 4);
+}
+
+/* Each change below, made after the entry was cached and before sync,
+ * must show in the next lookup (lookup() compares with a fresh one). */
+static void change_then_check(struct fixture *fx, const char *rel,
+			      void (*change)(void))
+{
+	struct file_meta m;
+	uint64_t flushes = ctr(fx, SC_FLUSHES);
+
+	lookup(fx, rel, &m);
+	lookup(fx, rel, &m);
+	change();
+	stat_cache_sync(fx->sc);
+	assert_int_equal(ctr(fx, SC_FLUSHES), flushes + 1);
+	lookup(fx, rel, &m);
+}
+
+static void grow(void)
+{
+	FILE *f = fopen(at("a/b/deep.txt"), "a");
+
+	fputs("more\n", f);
+	fclose(f);
+}
+
+static void retime(void)
+{
+	struct timeval tv[2] = {{1000000000, 0}, {1000000000, 0}};
+
+	assert_int_equal(utimes(at("a/b/deep.txt"), tv), 0);
+}
+
+static void replace(void)
+{
+	put_file("a/b/.new", "replaced!\n");
+	assert_int_equal(rename(at("a/b/.new"), at("a/b/deep.txt")), 0);
+}
+
+static void move_parent(void)
+{
+	assert_int_equal(rename(at("a/b"), at("a/c")), 0);
+}
+
+static void remove_file(void)
+{
+	assert_int_equal(unlink(at("a/b/deep.txt")), 0);
+}
+
+static void chmod_file(void)
+{
+	assert_int_equal(chmod(at("a/b/deep.txt"), 0600), 0);
+}
+
+/* Written through a hard link in a directory that has no watch: only
+ * the file's own watch sees it. */
+static void write_other_link(void)
+{
+	FILE *f = fopen(at("elsewhere/l"), "a");
+
+	assert_non_null(f);
+	fputs("via the other name\n", f);
+	fclose(f);
+}
+
+static void test_changes_are_seen(void **state)
+{
+	struct fixture *fx = *state;
+
+	change_then_check(fx, "a/b/deep.txt", grow);
+	change_then_check(fx, "a/b/deep.txt", retime);
+	change_then_check(fx, "a/b/deep.txt", replace);
+	change_then_check(fx, "a/b/deep.txt", chmod_file);
+	/* link() changes the link count, an event of its own: let the
+	 * cache see it before the write that is the point here. */
+	assert_int_equal(mkdir(at("elsewhere"), 0755), 0);
+	assert_int_equal(link(at("a/b/deep.txt"), at("elsewhere/l")), 0);
+	stat_cache_sync(fx->sc);
+	change_then_check(fx, "a/b/deep.txt", write_other_link);
+	change_then_check(fx, "a/b/deep.txt", remove_file);
+	put_file("a/b/deep.txt", "again\n");
+	change_then_check(fx, "a/b/deep.txt", move_parent);
+	assert_int_equal(stat_cache_lookup(fx->sc, fx->cfg, "a/b/deep.txt",
+					   &(struct file_meta){0}),
+			 -ENOENT);
+}
+
+/* A change with nothing between it and the lookup but sync, many times:
+ * the cache must never answer with what was there before. */
+static void test_rewrites_in_a_row(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+	char text[64];
+
+	for (int i = 0; i < 200; i++) {
+		snprintf(text, sizeof(text), "%*d\n", 1 + i % 37, i);
+		put_file("top.txt", text);
+		stat_cache_sync(fx->sc);
+		assert_int_equal(lookup(fx, "top.txt", &m), 0);
+		assert_int_equal(m.size, strlen(text));
+	}
+}
+
+static void test_symlinks_are_not_cached(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+
+	assert_int_equal(symlink("b", at("a/lnk")), 0);
+	assert_int_equal(symlink("top.txt", at("top-link")), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(lookup(fx, "a/lnk/deep.txt", &m), 0);
+		assert_int_equal(lookup(fx, "top-link", &m), 0);
+	}
+	assert_int_equal(ctr(fx, SC_HITS), 0);
+	assert_int_equal(ctr(fx, SC_BYPASS), 6);
+	/* Re-pointing the link is seen at once (nothing was cached). */
+	assert_int_equal(unlink(at("top-link")), 0);
+	assert_int_equal(symlink("a/b/deep.txt", at("top-link")), 0);
+	assert_int_equal(lookup(fx, "top-link", &m), 0);
+	assert_int_equal(m.size, 5);
+	/* Escapes stay refused. */
+	assert_int_equal(symlink("../..", at("out")), 0);
+	assert_int_equal(lookup(fx, "out", &m), -EXDEV);
+}
+
+static void test_missing_is_not_cached(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+
+	assert_int_equal(lookup(fx, "a/none.txt", &m), -ENOENT);
+	put_file("a/none.txt", "now here\n");
+	/* No sync needed: a miss was never an entry. */
+	assert_int_equal(lookup(fx, "a/none.txt", &m), 0);
+	assert_int_equal(m.size, 9);
+}
+
+static void test_full_cache_looks_up_plainly(void **state)
+{
+	struct fixture *fx = *state;
+	struct orcd_config *small = make_config(4);
+	struct file_meta m;
+	char name[32];
+
+	stat_cache_use(fx->sc, small);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "f%d.txt", i);
+		put_file(name, name);
+	}
+	stat_cache_sync(fx->sc);
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 8; i++) {
+			snprintf(name, sizeof(name), "f%d.txt", i);
+			assert_int_equal(
+				stat_cache_lookup(fx->sc, small, name, &m), 0);
+			assert_int_equal(m.size, strlen(name));
+		}
+	assert_true(stat_cache_entries(fx->sc) <= 4);
+	assert_true(ctr(fx, SC_HITS) >= 2);
+	assert_true(ctr(fx, SC_BYPASS) >= 8);
+	stat_cache_use(fx->sc, fx->cfg);
+	config_put(small);
+}
+
+static void test_off_and_other_configs_bypass(void **state)
+{
+	struct fixture *fx = *state;
+	struct orcd_config *off = make_config(0);
+	struct orcd_config *other = make_config(64);
+	struct file_meta m;
+
+	/* A request planned under another configuration than the cache
+	 * follows (one from before a reload) is looked up plainly. */
+	assert_int_equal(stat_cache_lookup(fx->sc, other, "top.txt", &m), 0);
+	assert_int_equal(stat_cache_lookup(fx->sc, other, "top.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_BYPASS), 2);
+	stat_cache_use(fx->sc, off);
+	assert_int_equal(stat_cache_lookup(fx->sc, off, "top.txt", &m), 0);
+	assert_int_equal(stat_cache_lookup(fx->sc, off, "top.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_HITS), 0);
+	assert_int_equal(ctr(fx, SC_BYPASS), 4);
+	/* No cache at all: the same answer. */
+	assert_int_equal(stat_cache_lookup(NULL, off, "top.txt", &m), 0);
+	assert_int_equal(m.size, 4);
+	stat_cache_use(fx->sc, fx->cfg);
+	config_put(off);
+	config_put(other);
+}
+
+static void test_no_fd_leaks(void **state)
+{
+	struct fixture *fx = *state;
+	int fds = count_fds();
+	struct file_meta m;
+
+	for (int i = 0; i < 20; i++) {
+		put_file("top.txt", i % 2 ? "odd\n" : "even!\n");
+		stat_cache_sync(fx->sc);
+		assert_int_equal(lookup(fx, "top.txt", &m), 0);
+		assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+		assert_int_equal(lookup(fx, "missing", &m), -ENOENT);
+	}
+	/* Flushes renew the inotify instance on the same fd number. */
+	assert_int_equal(count_fds(), fds);
+	assert_true(ctr(fx, SC_FLUSHES) >= 19);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_second_lookup_is_a_hit,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_changes_are_seen, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rewrites_in_a_row, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_symlinks_are_not_cached,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_is_not_cached,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_full_cache_looks_up_plainly, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_off_and_other_configs_bypass, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_fd_leaks, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
