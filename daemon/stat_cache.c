@@ -255,8 +255,11 @@ void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
 static int watch(struct stat_cache *sc, const char *path, size_t len)
 {
 	char p[PATH_MAX + 64];
-	int n = snprintf(p, sizeof(p), "/proc/self/fd/%d%s%.*s",
-			 sc->cfg->root_fd, len ? "/" : "", (int)len, path);
+	/* The root as ".": the fd's own name is a link, which
+	 * IN_DONT_FOLLOW would watch instead of the directory. */
+	int n = snprintf(p, sizeof(p), "/proc/self/fd/%d/%.*s",
+			 sc->cfg->root_fd, len ? (int)len : 1,
+			 len ? path : ".");
 
 	if (n < 0 || (size_t)n >= sizeof(p))
 		return -ENAMETOOLONG;
