@@ -390,8 +390,9 @@ static int uring_loop(struct uring_worker *uw)
 			 * holding overflowed CQEs can flush them. */
 			io_uring_cq_advance(&uw->ring, n);
 			/* After taking the CQEs: a change made before any of
-			 * these requests was sent is among the events. */
-			stat_cache_sync(uw->sc);
+			 * these requests was sent is among the events the
+			 * next lookup reads. */
+			stat_cache_batch(uw->sc);
 			for (unsigned i = 0; i < n; i++)
 				dispatch(uw, data[i], res[i], flags[i]);
 		}

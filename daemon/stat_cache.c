@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -54,6 +54,7 @@ struct stat_cache {
 	bool dirty; /* watches were added since ifd was made */
 	struct orcd_config *cfg; /* referenced: what the entries are under */
 	bool usable;		 /* cfg's root can be cached */
+	bool unsynced;		 /* a batch was taken since the last sync */
 	_Atomic uint64_t *ctr;
 };
 
@@ -66,23 +67,60 @@ static void count(struct stat_cache *sc, int which)
 			      memory_order_relaxed);
 }
 
-bool stat_cache_fs_ok(long f_type)
+bool stat_cache_fs_ok(const char *fstype)
 {
-	switch ((unsigned long)f_type) {
-	case EXT4_SUPER_MAGIC: /* also ext2, ext3 */
-	case XFS_SUPER_MAGIC:
-	case BTRFS_SUPER_MAGIC:
-	case TMPFS_MAGIC:
-	case RAMFS_MAGIC:
-	case F2FS_SUPER_MAGIC:
-	case SQUASHFS_MAGIC:
-	case OVERLAYFS_SUPER_MAGIC:
-		return true;
-	default:
-		/* NFS, CIFS, FUSE, 9p (a QEMU guest's shared folder), ...:
-		 * another machine may change them without telling us. */
-		return false;
+	static const char *const local[] = {
+		"ext2",	 "ext3",   "ext4", "xfs",      "btrfs",	  "tmpfs",
+		"ramfs", "rootfs", "f2fs", "squashfs", "overlay",
+	};
+
+	/* NFS, CIFS, FUSE, 9p (a QEMU guest's shared folder), ...: another
+	 * machine may change them without telling us. */
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		if (!strcmp(fstype, local[i]))
+			return true;
+	return false;
+}
+
+/*
+ * The type of the mount fd is on, by name from /proc/self/mountinfo.
+ * Not statfs(): 9p (and FUSE) pass on the f_type of the filesystem on
+ * the other side, so a guest's share of a host's ext4 says ext4.
+ */
+int stat_cache_fstype(int fd, char *out, size_t cap)
+{
+	char line[4096], want[32];
+	struct stat st;
+	int ret = -ENOENT;
+	FILE *f;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	snprintf(want, sizeof(want), "%u:%u", major(st.st_dev),
+		 minor(st.st_dev));
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		/* id parent major:minor root mountpoint opts [tags] - type */
+		char *dev, *sep, *save = NULL;
+
+		strtok_r(line, " ", &save);
+		strtok_r(NULL, " ", &save);
+		dev = strtok_r(NULL, " ", &save);
+		if (!dev || strcmp(dev, want))
+			continue;
+		sep = strstr(save ? save : "", " - ");
+		if (!sep)
+			continue;
+		sep += 3;
+		sep[strcspn(sep, " \n")] = '\0';
+		snprintf(out, cap, "%s", sep);
+		ret = 0; /* the last mount of the device wins, like the
+			  * kernel's view of stacked mounts */
 	}
+	fclose(f);
+	return ret;
 }
 
 struct stat_cache *stat_cache_new(struct orcd_config *cfg,
@@ -173,7 +211,10 @@ void stat_cache_sync(struct stat_cache *sc)
 	bool changed = false;
 	ssize_t r;
 
-	if (!sc || sc->ifd < 0 || !sc->n)
+	if (!sc)
+		return;
+	sc->unsynced = false;
+	if (sc->ifd < 0 || !sc->n)
 		return;
 	while ((r = read(sc->ifd, buf, sizeof(buf))) > 0)
 		changed = true;
@@ -183,6 +224,12 @@ void stat_cache_sync(struct stat_cache *sc)
 		count(sc, SC_FLUSHES);
 		stat_cache_flush(sc);
 	}
+}
+
+void stat_cache_batch(struct stat_cache *sc)
+{
+	if (sc)
+		sc->unsynced = true;
 }
 
 unsigned stat_cache_entries(const struct stat_cache *sc)
@@ -228,7 +275,7 @@ static struct sc_entry *insert(struct stat_cache *sc, const char *key,
 
 void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
 {
-	struct statfs fs;
+	char fstype[64] = "?";
 	bool fs_ok;
 
 	if (!sc || cfg == sc->cfg)
@@ -239,14 +286,14 @@ void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
 	if (sc->cfg)
 		config_put(sc->cfg);
 	sc->cfg = config_get(cfg);
-	fs_ok = fstatfs(cfg->root_fd, &fs) == 0 &&
-		stat_cache_fs_ok((long)fs.f_type);
+	fs_ok = stat_cache_fstype(cfg->root_fd, fstype, sizeof(fstype)) == 0 &&
+		stat_cache_fs_ok(fstype);
 	sc->usable = sc->max && fs_ok;
 	if (sc->max && !fs_ok)
 		log_msg(LOG_INFO,
-			"stat cache off for root \"%s\": its filesystem (type "
-			"0x%lx) may change without inotify events",
-			cfg->root, (unsigned long)fs.f_type);
+			"stat cache off for root \"%s\": its filesystem (%s) "
+			"may change without inotify events",
+			cfg->root, fstype);
 }
 
 /* Watch root-relative path[0, len): "" is the root itself. The watch
@@ -317,6 +364,8 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 
 	if (!sc)
 		return respond_lookup(cfg->root_fd, relpath, 0, meta, NULL);
+	if (sc->unsynced)
+		stat_cache_sync(sc);
 	h = hash_of(relpath, len);
 	/* A request planned under the configuration before a reload is
 	 * answered without the cache, which follows the new one. */

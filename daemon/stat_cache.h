@@ -6,13 +6,14 @@
  *
  * Validity comes from inotify, never from time: before a lookup is done
  * for the cache, every directory on the path and the file itself get a
- * watch, and stat_cache_sync(), called before each batch of completions
- * is handled, forgets every entry if any event arrived. A change that has
- * completed before a request's bytes were received therefore always
- * reaches the cache before that request is planned: the event is queued
- * inside the system call that made the change, the request's completion
- * is posted later, and sync reads the events after the completions were
- * taken from the ring.
+ * watch, and the first lookup after each batch of completions was taken
+ * from the ring (stat_cache_batch()) reads the inotify fd and forgets
+ * every entry if any event arrived. A change that has completed before a
+ * request's bytes were received therefore always reaches the cache
+ * before that request is planned: the event is queued inside the system
+ * call that made the change, the request's completion is posted later,
+ * and the read comes after that completion was taken. Batches that plan
+ * nothing (completions of sends and closes) cost no read.
  *
  * Only what inotify can vouch for is cached: paths with no symlink and
  * no mount point in them (the lookup is repeated with RESOLVE_NO_SYMLINKS
@@ -27,6 +28,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -73,14 +75,24 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
  */
 void stat_cache_sync(struct stat_cache *sc);
 
+/*
+ * A batch of completions was just taken from the ring: the next lookup
+ * runs stat_cache_sync() first. No system call here.
+ */
+void stat_cache_batch(struct stat_cache *sc);
+
 /* Forget everything (and drop the watches). */
 void stat_cache_flush(struct stat_cache *sc);
 
 /* Entries held now (directories that only carry a watch included). */
 unsigned stat_cache_entries(const struct stat_cache *sc);
 
-/* Whether a filesystem of this statfs f_type reports every change to
- * inotify on this machine (local filesystems). */
-bool stat_cache_fs_ok(long f_type);
+/* Whether a filesystem of this type (as /proc/self/mountinfo names it)
+ * reports every change to inotify on this machine (local filesystems). */
+bool stat_cache_fs_ok(const char *fstype);
+
+/* The type of the filesystem fd is on, from /proc/self/mountinfo (not
+ * statfs, which 9p and FUSE fill with the far side's type). 0 or -errno. */
+int stat_cache_fstype(int fd, char *out, size_t cap);
 
 #endif

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -80,14 +79,19 @@ static struct orcd_config *make_config(unsigned entries)
 static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
-	struct statfs fs;
 	char cmd[200];
 
 	/* The cache is off on filesystems that may change behind inotify's
 	 * back; test where it is on (tmpfs when /tmp is something else). */
+	int tfd = open("/tmp", O_PATH | O_DIRECTORY);
+	char fstype[64];
+
+	assert_true(tfd >= 0);
 	snprintf(dir, sizeof(dir), "/tmp/orcd-sc-XXXXXX");
-	if (statfs("/tmp", &fs) || !stat_cache_fs_ok((long)fs.f_type))
+	if (stat_cache_fstype(tfd, fstype, sizeof(fstype)) ||
+	    !stat_cache_fs_ok(fstype))
 		snprintf(dir, sizeof(dir), "/dev/shm/orcd-sc-XXXXXX");
+	close(tfd);
 	assert_non_null(mkdtemp(dir));
 	snprintf(cmd, sizeof(cmd), "%s/www", dir);
 	assert_int_equal(mkdir(cmd, 0755), 0);
@@ -284,6 +288,63 @@ static void test_rewrites_in_a_row(void **state)
 	}
 }
 
+/* The engine marks each batch it takes from the ring; the read of the
+ * events happens at the first lookup after the mark, not before. */
+static void test_batch_mark_reads_at_next_lookup(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	put_file("top.txt", "longer than before\n");
+	/* No mark: the entry is answered as it was (the engine never plans
+	 * a request it has not taken from the ring since the change). */
+	assert_int_equal(stat_cache_lookup(fx->sc, fx->cfg, "top.txt", &m), 0);
+	assert_int_equal(m.size, 4);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 0);
+	stat_cache_batch(fx->sc);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 0); /* no read yet */
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(m.size, 19);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 1);
+	for (int i = 0; i < 50; i++) {
+		char text[64];
+
+		snprintf(text, sizeof(text), "%*d\n", 1 + i % 23, i);
+		put_file("top.txt", text);
+		stat_cache_batch(fx->sc);
+		assert_int_equal(lookup(fx, "top.txt", &m), 0);
+		assert_int_equal(m.size, strlen(text));
+	}
+}
+
+/* Filesystems are told apart by mountinfo's name, not statfs's f_type
+ * (a 9p share of a host's ext4 reports ext4's magic). */
+static void test_filesystem_types(void **state)
+{
+	char t[64];
+	int fd;
+
+	(void)state;
+	assert_true(stat_cache_fs_ok("ext4"));
+	assert_true(stat_cache_fs_ok("tmpfs"));
+	assert_true(stat_cache_fs_ok("rootfs"));
+	assert_false(stat_cache_fs_ok("9p"));
+	assert_false(stat_cache_fs_ok("nfs4"));
+	assert_false(stat_cache_fs_ok("fuse.sshfs"));
+	assert_false(stat_cache_fs_ok("cifs"));
+	fd = open("/proc", O_PATH | O_DIRECTORY);
+	assert_true(fd >= 0);
+	assert_int_equal(stat_cache_fstype(fd, t, sizeof(t)), 0);
+	assert_string_equal(t, "proc");
+	close(fd);
+	fd = open("/dev/shm", O_PATH | O_DIRECTORY);
+	assert_true(fd >= 0);
+	assert_int_equal(stat_cache_fstype(fd, t, sizeof(t)), 0);
+	assert_string_equal(t, "tmpfs");
+	close(fd);
+}
+
 static void test_symlinks_are_not_cached(void **state)
 {
 	struct fixture *fx = *state;
@@ -398,6 +459,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rewrites_in_a_row, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_batch_mark_reads_at_next_lookup, setup, teardown),
+		cmocka_unit_test(test_filesystem_types),
 		cmocka_unit_test_setup_teardown(test_symlinks_are_not_cached,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_is_not_cached,
