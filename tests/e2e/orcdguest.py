@@ -177,6 +177,14 @@ def install(orcdtest):
             if rc != 0:
                 raise orcdtest.TestFailure("mv in the guest: " + out)
 
+        def symlink(self, target, path):
+            # Made in the guest too: a link the host makes behind a 9p
+            # dentry the guest already resolved is not seen there.
+            rc, out = agent("ln -s %s %s" % (shlex.quote(target),
+                                             shlex.quote(path)))
+            if rc != 0:
+                raise orcdtest.TestFailure("ln -s in the guest: " + out)
+
         def proc_text(self, name):
             rc, out = agent("cat /proc/%d/%s" % (self.proc.pid, name))
             if rc != 0:

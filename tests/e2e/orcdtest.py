@@ -371,6 +371,10 @@ class Orcd:
         """Rename on the machine orcd runs on."""
         os.rename(src, dst)
 
+    def symlink(self, target, path):
+        """Make a symlink on the machine orcd runs on."""
+        os.symlink(target, path)
+
     def adapt_conf(self, text):
         """A config a test wrote, as orcd must read it where it runs."""
         return text

@@ -178,13 +178,20 @@ def parent_directory_moves(srv):
 
 @orcdtest.case
 def symlinked_directory_repointed(srv):
+    if srv.shared_fs:
+        # Measured: on the guest's 9p share (cache=none) a symlink renamed
+        # over another, even inside the guest, is still followed to the
+        # old target afterwards, by orcd's engines and by epoll's plain
+        # openat2 alike: the guest kernel's 9p, not orcd. The host runs
+        # (direct, epoll) test the switch.
+        raise orcdtest.Skip("9p keeps following the replaced symlink")
     srv.write_file("v1/page.txt", b"version 1\n")
     srv.write_file("v2/page.txt", b"version 2\n")
-    os.symlink("v1", srv.path("current"))
+    srv.symlink("v1", srv.path("current"))
     with srv.conn() as c:
         eq(both(srv, c, "/current/page.txt").body, b"version 1\n", "v1")
         # The usual deployment switch: a new link renamed over the old.
-        os.symlink("v2", srv.path(".current.new"))
+        srv.symlink("v2", srv.path(".current.new"))
         srv.rename(srv.path(".current.new"), srv.path("current"))
         eq(both(srv, c, "/current/page.txt").body, b"version 2\n", "v2")
 
