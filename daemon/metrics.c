@@ -63,6 +63,9 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 					 &t->chain_send_error,
 					 &t->chain_client_gone,
 					 &t->chain_close_repaired };
+	_Static_assert(sizeof(t->stat_cache) / sizeof(t->stat_cache[0]) ==
+			       SC_NCOUNTERS,
+		       "orcd_stats.stat_cache has one counter per SC_*");
 	static const char *const sc_name[SC_NCOUNTERS] = {
 		[SC_HITS] = "hit", [SC_MISSES] = "miss",
 		[SC_BYPASS] = "bypass", [SC_FLUSHES] = "flush"

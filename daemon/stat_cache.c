@@ -7,16 +7,15 @@
  * the way to a cached file has its watch already, so the next file in
  * the same directory costs one add_watch (its own), not one per level.
  *
- * Any event empties the cache and closes the inotify instance (which
- * drops every watch at once); the next miss starts a new one. Changes to
- * a static site come in bursts far apart, so one coarse rule beats
- * tracking which entry an event touched, and cannot get that wrong.
+ * Any event empties the cache and replaces the inotify instance with a
+ * fresh one on the same fd number (which drops every watch at once).
+ * Changes to a static site come in bursts far apart, so one coarse rule
+ * beats tracking which entry an event touched, and cannot get that wrong.
  */
 #include "stat_cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,20 +365,19 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 		return respond_lookup(cfg->root_fd, relpath, 0, meta, NULL);
 	if (sc->unsynced)
 		stat_cache_sync(sc);
-	h = hash_of(relpath, len);
 	/* A request planned under the configuration before a reload is
 	 * answered without the cache, which follows the new one. */
-	e = sc->usable && cfg == sc->cfg ? find(sc, relpath, len, h) : NULL;
+	if (!sc->usable || cfg != sc->cfg || sc->ifd < 0)
+		goto plain;
+	h = hash_of(relpath, len);
+	e = find(sc, relpath, len, h);
 	if (e && e->has_meta) {
 		count(sc, SC_HITS);
 		*meta = e->meta;
 		return 0;
 	}
 	/* Room for the file and every directory above it, counted high. */
-	if (!sc->usable || cfg != sc->cfg ||
-	    sc->n + depth_of(relpath) + 1 > sc->max)
-		goto plain;
-	if (sc->ifd < 0)
+	if (sc->n + depth_of(relpath) + 1 > sc->max)
 		goto plain;
 	/* Watches first, then the lookup: a change after the watch is an
 	 * event; a change before it is in what the lookup sees. */

@@ -396,7 +396,6 @@ static void uconn_answer(struct uconn *c, int err)
 void uconn_plan(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
-
 	struct stat_cache *sc = uw->sc;
 
 	if (!c->cfg)

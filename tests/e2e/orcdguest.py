@@ -126,6 +126,14 @@ class RemoteProc:
 def install(orcdtest):
     base = orcdtest.Orcd
 
+    def in_guest(what, *argv):
+        """Output of argv run in the guest; a test failure naming `what`
+        if it exits non-zero."""
+        rc, out = agent(" ".join(shlex.quote(str(a)) for a in argv))
+        if rc != 0:
+            raise orcdtest.TestFailure("%s in the guest: %s" % (what, out))
+        return out
+
     class GuestOrcd(base):
         def start(self):
             with open(self.conf_path) as f:
@@ -172,25 +180,16 @@ def install(orcdtest):
         def rename(self, src, dst):
             # In the guest, so its 9p dentries see it as a local rename
             # would (logrotate runs on the machine orcd runs on).
-            rc, out = agent("mv -f %s %s" % (shlex.quote(src),
-                                             shlex.quote(dst)))
-            if rc != 0:
-                raise orcdtest.TestFailure("mv in the guest: " + out)
+            in_guest("mv", "mv", "-f", src, dst)
 
         def symlink(self, target, path):
             # Made in the guest too: a link the host makes behind a 9p
             # dentry the guest already resolved is not seen there.
-            rc, out = agent("ln -s %s %s" % (shlex.quote(target),
-                                             shlex.quote(path)))
-            if rc != 0:
-                raise orcdtest.TestFailure("ln -s in the guest: " + out)
+            in_guest("ln -s", "ln", "-s", target, path)
 
         def proc_text(self, name):
-            rc, out = agent("cat /proc/%d/%s" % (self.proc.pid, name))
-            if rc != 0:
-                raise orcdtest.TestFailure("/proc/PID/%s in the guest: %s"
-                                           % (name, out))
-            return out
+            return in_guest("/proc/PID/" + name, "cat",
+                            "/proc/%d/%s" % (self.proc.pid, name))
 
         def fd_count(self):
             # fds closing while ls reads the folder are not an error.

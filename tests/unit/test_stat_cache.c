@@ -271,21 +271,30 @@ static void test_changes_are_seen(void **state)
 			 -ENOENT);
 }
 
-/* A change with nothing between it and the lookup but sync, many times:
+/* Rewrite top.txt `rounds` times with a new length each time, with only
+ * `between` (sync, or the engine's batch mark) before the next lookup:
  * the cache must never answer with what was there before. */
-static void test_rewrites_in_a_row(void **state)
+static void rewrite_rounds(struct fixture *fx, int rounds, int period,
+			   void (*between)(struct stat_cache *sc))
 {
-	struct fixture *fx = *state;
 	struct file_meta m;
 	char text[64];
 
-	for (int i = 0; i < 200; i++) {
-		snprintf(text, sizeof(text), "%*d\n", 1 + i % 37, i);
+	for (int i = 0; i < rounds; i++) {
+		int n = snprintf(text, sizeof(text), "%*d\n", 1 + i % period,
+				 i);
+
+		assert_true(n > 0 && (size_t)n < sizeof(text));
 		put_file("top.txt", text);
-		stat_cache_sync(fx->sc);
+		between(fx->sc);
 		assert_int_equal(lookup(fx, "top.txt", &m), 0);
 		assert_int_equal(m.size, strlen(text));
 	}
+}
+
+static void test_rewrites_in_a_row(void **state)
+{
+	rewrite_rounds(*state, 200, 37, stat_cache_sync);
 }
 
 /* The engine marks each batch it takes from the ring; the read of the
@@ -307,15 +316,7 @@ static void test_batch_mark_reads_at_next_lookup(void **state)
 	assert_int_equal(lookup(fx, "top.txt", &m), 0);
 	assert_int_equal(m.size, 19);
 	assert_int_equal(ctr(fx, SC_FLUSHES), 1);
-	for (int i = 0; i < 50; i++) {
-		char text[64];
-
-		snprintf(text, sizeof(text), "%*d\n", 1 + i % 23, i);
-		put_file("top.txt", text);
-		stat_cache_batch(fx->sc);
-		assert_int_equal(lookup(fx, "top.txt", &m), 0);
-		assert_int_equal(m.size, strlen(text));
-	}
+	rewrite_rounds(fx, 50, 23, stat_cache_batch);
 }
 
 /* Filesystems are told apart by mountinfo's name, not statfs's f_type
