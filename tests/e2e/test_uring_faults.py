@@ -167,7 +167,13 @@ def read_checked(c, path, stats):
                   % (path, len(r.body), cl))
         return False
     if r.body and r.body.count(r.body[:1]) != len(r.body):
-        stats.add("errors", "%s: body mixes file versions" % path)
+        # Say where and with what, so a failure tells a second version
+        # apart from zeros (a read racing a truncate of the same inode).
+        at = next(i for i, b in enumerate(r.body) if b != r.body[0])
+        stats.add("errors", "%s: body mixes file versions (%d bytes of %d, "
+                  "then %d at offset %d of %d; values %s)"
+                  % (path, at, r.body[0], r.body[at], at, len(r.body),
+                     sorted(set(r.body))[:8]))
         return False
     stats.add("ok")
     return True
