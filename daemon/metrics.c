@@ -13,6 +13,7 @@
 #include "engine.h"
 #include "http_parse.h"
 #include "http_render.h"
+#include "log.h"
 #include "stat_cache.h"
 
 struct out {
@@ -135,8 +136,12 @@ static void reply(int fd, int status, const char *ctype, const char *body,
 
 	if (n < 0)
 		return;
-	if (send(fd, hdr, (size_t)n, MSG_NOSIGNAL | (head ? 0 : MSG_MORE)) < 0)
+	n = send(fd, hdr, (size_t)n, MSG_NOSIGNAL | (head ? 0 : MSG_MORE));
+	if (n < 0) {
+		log_msg(LOG_INFO, "metrics: sending the answer: %s",
+			strerror(errno));
 		return;
+	}
 	if (!head && blen)
 		(void)!send(fd, body, blen, MSG_NOSIGNAL);
 }
@@ -159,8 +164,17 @@ void metrics_serve(struct orcd_server *s, int listen_fd)
 	while (r == HTTP_PARSE_INCOMPLETE && len < sizeof(in)) {
 		ssize_t n = recv(fd, in + len, sizeof(in) - len, 0);
 
-		if (n <= 0)
+		if (n <= 0) {
+			const char *why = n == 0 ? "the client closed" :
+					  errno == EAGAIN ?
+						   "no request within 1 s" :
+						   strerror(errno);
+
+			log_msg(LOG_INFO,
+				"metrics: closed unanswered after %zu byte(s): %s",
+				len, why);
 			break;
+		}
 		len += (size_t)n;
 		r = http_parse_request(in, len, &lim, &req, &status);
 	}

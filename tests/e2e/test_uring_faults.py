@@ -77,6 +77,9 @@ class Server(orcdtest.Orcd):
                 if not chunk:
                     break
                 data += chunk
+        if b"\r\n\r\n" not in data:
+            raise TestFailure("metrics answered %r; orcd's log ends:\n%s"
+                              % (data[:200], self.stderr_text()[-2000:]))
         body = data.split(b"\r\n\r\n", 1)[1].decode()
         out = {}
         for line in body.splitlines():
@@ -133,6 +136,7 @@ class Stats:
         self.ok = 0
         self.closed = 0
         self.missing = 0
+        self.zeroed = 0
         self.errors = []
 
     def add(self, what, msg=None):
@@ -166,9 +170,22 @@ def read_checked(c, path, stats):
         stats.add("errors", "%s: %d body bytes, Content-Length %d"
                   % (path, len(r.body), cl))
         return False
-    if r.body and r.body.count(r.body[:1]) != len(r.body):
-        # Say where and with what, so a failure tells a second version
-        # apart from zeros (a read racing a truncate of the same inode).
+    values = set(r.body) - {0}
+    if len(values) <= 1 and 0 in r.body:
+        # One version and zeros: Linux itself returns these. A read()
+        # that races ftruncate() of the same inode can take i_size before
+        # the truncate and copy the page after the truncate zeroed its
+        # tail, so it reports the old length over bytes no version held
+        # (plain pread() against a thread that rewrites a 3596-byte file
+        # and truncates it to 448 bytes: 47 such reads of 355,178
+        # full-length ones on 6.18). No server can avoid that. orcd's own
+        # fault would look different: its send follows a read by
+        # IOSQE_IO_LINK, so a read short of its length cancels the send,
+        # and a buffer it reused holds other bytes than 0 (no version
+        # written here is 0).
+        stats.add("zeroed")
+    elif len(values) > 1:
+        # Say where and with what.
         at = next(i for i, b in enumerate(r.body) if b != r.body[0])
         stats.add("errors", "%s: body mixes file versions (%d bytes of %d, "
                   "then %d at offset %d of %d; values %s)"
@@ -276,7 +293,8 @@ def files_change_while_served():
     def body(srv):
         names = make_files(srv)
         st = load(srv, names)
-        print("# ok %d, 404 %d, closed %d" % (st.ok, st.missing, st.closed))
+        print("# ok %d (zeroed by a truncate %d), 404 %d, closed %d"
+              % (st.ok, st.zeroed, st.missing, st.closed))
     print_outcomes(with_server(body))
 
 
@@ -303,7 +321,9 @@ def short_read_is_never_sent():
         try:
             # A race by nature: on a slow machine give it more rounds.
             for _ in range(5):
-                load(srv, names, clients=16, mutate=False, duration=3)
+                st = load(srv, names, clients=16, mutate=False, duration=3)
+                print("# ok %d (zeroed by a truncate %d), closed %d"
+                      % (st.ok, st.zeroed, st.closed))
                 if srv.metrics()[SHORT] > 0:
                     break
         finally:
