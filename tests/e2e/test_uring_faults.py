@@ -139,6 +139,10 @@ class Stats:
         self.zeroed = 0
         self.errors = []
 
+    def line(self):
+        return ("# ok %d (zeroed by a truncate %d), 404 %d, closed %d"
+                % (self.ok, self.zeroed, self.missing, self.closed))
+
     def add(self, what, msg=None):
         with self.lock:
             if what == "errors":
@@ -293,8 +297,7 @@ def files_change_while_served():
     def body(srv):
         names = make_files(srv)
         st = load(srv, names)
-        print("# ok %d (zeroed by a truncate %d), 404 %d, closed %d"
-              % (st.ok, st.zeroed, st.missing, st.closed))
+        print(st.line())
     print_outcomes(with_server(body))
 
 
@@ -322,8 +325,7 @@ def short_read_is_never_sent():
             # A race by nature: on a slow machine give it more rounds.
             for _ in range(5):
                 st = load(srv, names, clients=16, mutate=False, duration=3)
-                print("# ok %d (zeroed by a truncate %d), closed %d"
-                      % (st.ok, st.zeroed, st.closed))
+                print(st.line())
                 if srv.metrics()[SHORT] > 0:
                     break
         finally:
