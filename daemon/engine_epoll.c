@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * The classic engine on libev: non-blocking accept4, head by send with
- * MSG_MORE, body by sendfile in bounded chunks. It runs wherever io_uring
- * is blocked (seccomp, kernel.io_uring_disabled) and is the baseline the
- * io_uring engines are measured against.
+ * The classic engine on libev, as a transport under the HTTP/1 core
+ * (http1.h): non-blocking accept4, recv on readiness, head by send with
+ * MSG_MORE, body by sendfile in bounded chunks, timers as ev_timers. It
+ * runs wherever io_uring is blocked (seccomp, kernel.io_uring_disabled)
+ * and is the baseline the io_uring engines are measured against.
  *
- * Memory per connection is bounded: the request buffer exists only while
- * a request is being read or answered, so an idle keep-alive connection
- * costs only its struct.
+ * Memory per connection is bounded: the core lends a request buffer only
+ * while a request is being read or answered, so an idle keep-alive
+ * connection costs only its struct.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,68 +25,57 @@
 #include <unistd.h>
 
 #include "engine.h"
-#include "http_parse.h"
+#include "http1.h"
 #include "log.h"
-#include "respond.h"
 #include "server.h"
 
 /* Bytes sendfile moves per readiness event, so one big download cannot
  * starve the other connections of the worker. */
 #define SENDFILE_CHUNK (1u << 20)
-/* Room after the request bytes for the response head (and error body). */
-#define HEAD_ROOM      8192
 /* How long a stopping worker waits for in-flight responses. */
 #define DRAIN_TIMEOUT  10.0
 
-enum conn_state {
-	CONN_IDLE,    /* keep-alive, waiting for the first byte */
-	CONN_READING, /* part of a request head has arrived */
-	CONN_WRITING, /* sending a response */
+/* The transport op in flight on a connection (at most one). */
+enum ep_op {
+	OP_NONE,
+	OP_RECV,
+	OP_RESPOND,
+	OP_LINGER,
 };
 
 struct ep_worker;
 
-struct conn {
+struct ep_conn {
+	struct h1_conn h1;
 	ev_io io;
 	ev_timer timer;
 	struct ep_worker *ew;
-	struct conn *prev, *next;
+	struct ep_conn *prev, *next;
 	int fd;
-	enum conn_state state;
-	struct sockaddr_storage peer;
-	char *buf;  /* request bytes, then the response head */
-	size_t cap; /* request part of buf */
-	size_t len; /* request bytes in buf */
-	struct http_request req;
-	bool have_req;		   /* req parsed (access log, pipelining) */
-	bool fresh;		   /* no request yet on this connection */
-	struct response_plan plan; /* plan.fd is ours while writing */
+	uint8_t op;		  /* enum ep_op */
+	unsigned send_timeout_ms; /* OP_RESPOND: without progress */
 	size_t head_sent;
 	uint64_t body_sent;
-	uint64_t bytes_sent;
 };
 
 struct ep_worker {
+	struct h1_worker hw;
+	const struct h1_core *core;
 	struct orcd_worker *w;
 	struct ev_loop *loop;
 	ev_io listen_io[ORCD_MAX_LISTEN];
 	ev_io wake_io;
 	ev_timer accept_retry;
 	ev_timer drain_timer;
-	ev_timer heartbeat; /* proves the loop turns, for the watchdog */
-	struct conn *conns; /* all open connections */
+	ev_timer heartbeat;    /* proves the loop turns, for the watchdog */
+	struct ep_conn *conns; /* all open connections */
 	unsigned n_conns;
 	bool accepting;
-	bool stopping;
 };
 
-static void conn_on_io(struct ev_loop *loop, ev_io *io, int revents);
-static void conn_on_timer(struct ev_loop *loop, ev_timer *t, int revents);
-static void conn_step(struct conn *c);
-
-static double ms(unsigned v)
+static struct ep_conn *ep_of(struct h1_conn *h)
 {
-	return v / 1000.0;
+	return (struct ep_conn *)((char *)h - offsetof(struct ep_conn, h1));
 }
 
 static void accept_set(struct ep_worker *ew, bool on)
@@ -103,32 +93,8 @@ static void accept_set(struct ep_worker *ew, bool on)
 	}
 }
 
-static void conn_close(struct conn *c)
-{
-	struct ep_worker *ew = c->ew;
-
-	ev_io_stop(ew->loop, &c->io);
-	ev_timer_stop(ew->loop, &c->timer);
-	if (c->plan.fd >= 0)
-		close(c->plan.fd);
-	close(c->fd);
-	free(c->buf);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		ew->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	ew->n_conns--;
-	STAT_DEC(ew->w, conns_open);
-	free(c);
-	if (!ew->stopping && ew->n_conns < ew->w->cfg->max_connections)
-		accept_set(ew, true);
-	if (ew->stopping && !ew->n_conns)
-		ev_break(ew->loop, EVBREAK_ONE);
-}
-
-static void conn_watch(struct conn *c, int events, double timeout)
+/* Wait for `events` on the socket, and at most `after` seconds. */
+static void watch(struct ep_conn *c, int events, double after)
 {
 	struct ev_loop *loop = c->ew->loop;
 
@@ -139,150 +105,128 @@ static void conn_watch(struct conn *c, int events, double timeout)
 		ev_io_start(loop, &c->io);
 	}
 	ev_timer_stop(loop, &c->timer);
-	ev_timer_set(&c->timer, timeout, 0.);
+	ev_timer_set(&c->timer, after > 0 ? after : 0., 0.);
 	ev_timer_start(loop, &c->timer);
 }
 
-static int conn_buffer(struct conn *c)
+static double until(int64_t deadline_ms)
 {
-	const struct orcd_config *cfg = c->ew->w->cfg;
-
-	if (c->buf)
-		return 0;
-	c->cap = cfg->max_header_bytes;
-	c->buf = malloc(c->cap + HEAD_ROOM);
-	return c->buf ? 0 : -ENOMEM;
+	return (double)(deadline_ms - h1_mono_ms()) / 1000.0;
 }
 
-static void log_response(struct conn *c)
-{
-	struct orcd_worker *w = c->ew->w;
-	int cls = c->plan.status / 100;
+/* ---- the transport ops ---- */
 
-	STAT_INC(w, requests);
-	if (cls >= 2 && cls <= 5)
-		STAT_INC(w, status_class[cls]);
-	STAT_ADD(w, bytes_sent, c->bytes_sent);
-	access_log_write(w->srv->access_log, (struct sockaddr *)&c->peer,
-			 c->req.request_line.n ? &c->req : NULL, c->plan.status,
-			 respond_body_bytes(&c->plan, c->bytes_sent),
-			 time(NULL));
+static void ep_recv(struct h1_conn *h, int64_t deadline_ms)
+{
+	struct ep_conn *c = ep_of(h);
+
+	c->op = OP_RECV;
+	watch(c, EV_READ, until(deadline_ms));
 }
 
-/* The response is out: log it, then either close or go back to reading
- * whatever the client pipelined behind the request. */
-static void conn_response_done(struct conn *c)
+static void ep_respond(struct h1_conn *h, unsigned timeout_ms)
 {
-	size_t used = c->have_req ? c->req.head_len : c->len;
+	struct ep_conn *c = ep_of(h);
 
-	log_response(c);
-	if (c->plan.fd >= 0)
-		close(c->plan.fd);
-	c->plan.fd = -1;
-	if (!c->plan.keep_alive || c->ew->stopping) {
-		conn_close(c);
-		return;
-	}
-	c->have_req = false;
-	c->req.request_line.n = 0;
-	memmove(c->buf, c->buf + used, c->len - used);
-	c->len -= used;
-	if (!c->len) {
-		free(c->buf);
-		c->buf = NULL;
-		c->state = CONN_IDLE;
-		conn_watch(c, EV_READ, ms(c->ew->w->cfg->idle_timeout_ms));
-		return;
-	}
-	c->state = CONN_READING;
-	conn_watch(c, EV_READ, ms(c->ew->w->cfg->header_timeout_ms));
-	conn_step(c);
-}
-
-static void conn_start_response(struct conn *c)
-{
-	c->state = CONN_WRITING;
+	c->op = OP_RESPOND;
+	c->send_timeout_ms = timeout_ms;
 	c->head_sent = 0;
 	c->body_sent = 0;
-	c->bytes_sent = 0;
-	conn_watch(c, EV_WRITE, ms(c->ew->w->cfg->send_timeout_ms));
+	watch(c, EV_WRITE, timeout_ms / 1000.0);
 }
 
-static void conn_fail(struct conn *c, int status)
+static void ep_linger(struct h1_conn *h, bool first, int64_t deadline_ms)
 {
-	int err = respond_error(c->ew->w->cfg, status, time(NULL),
-				c->buf + c->cap, HEAD_ROOM, &c->plan);
+	struct ep_conn *c = ep_of(h);
 
-	if (err) {
-		conn_close(c);
-		return;
-	}
-	conn_start_response(c);
+	if (first)
+		shutdown(c->fd, SHUT_WR);
+	c->op = OP_LINGER;
+	watch(c, EV_READ, until(deadline_ms));
 }
 
-/* Parse what has arrived; start a response when a head is complete. */
-static void conn_step(struct conn *c)
+/* The recv in flight completes with -ECANCELED on the next turn of the
+ * loop, never inside the caller. */
+static void ep_cancel(struct h1_conn *h)
 {
-	struct orcd_worker *w = c->ew->w;
-	struct orcd_config *cfg = w->cfg;
-	struct http_limits lim = {
-		.max_request_line = cfg->max_request_line,
-		.max_header_bytes = cfg->max_header_bytes,
-		.max_headers = cfg->max_headers,
-	};
-	int status = 0, err;
+	struct ep_conn *c = ep_of(h);
 
-	switch (http_parse_request(c->buf, c->len, &lim, &c->req, &status)) {
-	case HTTP_PARSE_INCOMPLETE:
-		if (c->len == c->cap)
-			conn_fail(c, 431);
+	if (c->op != OP_RECV)
 		return;
-	case HTTP_PARSE_ERROR:
-		conn_fail(c, status);
-		return;
-	case HTTP_PARSE_OK:
-		break;
-	}
-	c->have_req = true;
-	c->fresh = false;
-	err = respond_plan(cfg, NULL, &c->req, time(NULL), RESPOND_KEEP_FD,
-			   c->buf + c->cap, HEAD_ROOM, &c->plan);
-	if (err) {
-		log_msg(LOG_ERR, "cannot render response (%s)", strerror(-err));
-		conn_fail(c, 500);
-		return;
-	}
-	conn_start_response(c);
+	ev_io_stop(c->ew->loop, &c->io);
+	ev_timer_stop(c->ew->loop, &c->timer);
+	ev_feed_event(c->ew->loop, &c->io, EV_CUSTOM);
 }
 
-static void conn_read(struct conn *c)
+static void ep_close(struct h1_conn *h)
 {
+	struct ep_conn *c = ep_of(h);
+	struct ep_worker *ew = c->ew;
+
+	ev_io_stop(ew->loop, &c->io);
+	ev_timer_stop(ew->loop, &c->timer);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		ew->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	ew->n_conns--;
+	free(c);
+	if (!ew->hw.stopping && ew->n_conns < ew->w->cfg->max_connections)
+		accept_set(ew, true);
+	if (ew->hw.stopping && !ew->n_conns)
+		ev_break(ew->loop, EVBREAK_ONE);
+}
+
+static const struct h1_transport ep_transport = {
+	.recv = ep_recv,
+	.respond = ep_respond,
+	.linger = ep_linger,
+	.cancel = ep_cancel,
+	.close = ep_close,
+};
+
+/* ---- readiness ---- */
+
+static void do_recv(struct ep_conn *c)
+{
+	char *buf;
+	size_t cap;
 	ssize_t n;
 
-	if (conn_buffer(c)) {
-		conn_close(c);
+	c->ew->core->rbuf(&c->h1, &buf, &cap);
+	if (!cap) {
+		c->op = OP_NONE;
+		c->ew->core->received(&c->h1, -ENOMEM);
 		return;
 	}
-	n = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+	n = recv(c->fd, buf, cap, 0);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n <= 0) {
-		conn_close(c);
-		return;
-	}
-	c->len += (size_t)n;
-	if (c->state == CONN_IDLE) {
-		c->state = CONN_READING;
-		conn_watch(c, EV_READ, ms(c->ew->w->cfg->header_timeout_ms));
-	}
-	conn_step(c);
+	c->op = OP_NONE;
+	c->ew->core->received(&c->h1, n < 0 ? -errno : (int)n);
 }
 
-/* Returns 1 when the response is complete, 0 to wait, -1 to close. */
-static int conn_send(struct conn *c)
+static void do_linger(struct ep_conn *c)
 {
-	struct response_plan *p = &c->plan;
-	const char *head = c->buf + c->cap;
+	char scratch[4096];
+	ssize_t n = recv(c->fd, scratch, sizeof(scratch), 0);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	c->op = OP_NONE;
+	c->ew->core->lingered(&c->h1, n < 0 ? -errno : (int)n);
+}
+
+/* Head by send (MSG_MORE when a body follows), body by sendfile in
+ * bounded chunks. Returns 1 when all is out, 0 to wait, -1 on failure
+ * (client gone, or the file shrank so Content-Length cannot be met). */
+static int send_some(struct ep_conn *c, bool *progress)
+{
+	struct response_plan *p = &c->h1.resp->plan;
+	const char *head = c->h1.resp->buf;
 	uint64_t budget = SENDFILE_CHUNK;
 
 	while (c->head_sent < p->head_len) {
@@ -294,7 +238,8 @@ static int conn_send(struct conn *c)
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		c->head_sent += (size_t)n;
-		c->bytes_sent += (uint64_t)n;
+		c->h1.bytes_sent += (uint64_t)n;
+		*progress = true;
 	}
 	while (p->send_file && c->body_sent < p->length && budget) {
 		off_t off = (off_t)(p->offset + c->body_sent);
@@ -306,84 +251,102 @@ static int conn_send(struct conn *c)
 		n = sendfile(c->fd, p->fd, &off, want);
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		if (n == 0) {
-			/* The file shrank under us: the promised length can
-			 * no longer be met, so the connection must end. */
+		if (n == 0)
 			return -1;
-		}
 		c->body_sent += (uint64_t)n;
-		c->bytes_sent += (uint64_t)n;
+		c->h1.bytes_sent += (uint64_t)n;
 		budget -= (uint64_t)n;
+		*progress = true;
 	}
 	if (p->send_file && c->body_sent < p->length)
 		return 0;
 	return 1;
 }
 
-static void conn_write(struct conn *c)
+static void do_respond(struct ep_conn *c)
 {
-	int r = conn_send(c);
+	bool progress = false;
+	int r = send_some(c, &progress);
 
-	if (r < 0) {
-		log_response(c);
-		conn_close(c);
-	} else if (r > 0) {
-		conn_response_done(c);
-	} else {
-		/* Progress (or none): the send timeout restarts. */
-		ev_timer_stop(c->ew->loop, &c->timer);
-		ev_timer_set(&c->timer, ms(c->ew->w->cfg->send_timeout_ms), 0.);
-		ev_timer_start(c->ew->loop, &c->timer);
+	if (r == 0) {
+		/* The send timeout counts from the last progress. */
+		if (progress)
+			watch(c, EV_WRITE, c->send_timeout_ms / 1000.0);
+		return;
 	}
+	c->op = OP_NONE;
+	c->ew->core->responded(&c->h1, r > 0 ? H1_SENT : H1_FAILED);
 }
 
 static void conn_on_io(struct ev_loop *loop, ev_io *io, int revents)
 {
-	struct conn *c = (struct conn *)io;
+	struct ep_conn *c =
+		(struct ep_conn *)((char *)io - offsetof(struct ep_conn, io));
 
-	(void)loop;
-	if (c->state == CONN_WRITING) {
+	c->ew->hw.now = (time_t)ev_now(loop);
+	if (revents & EV_CUSTOM) {
+		c->op = OP_NONE;
+		c->ew->core->received(&c->h1, -ECANCELED);
+		return;
+	}
+	switch (c->op) {
+	case OP_RECV:
+		if (revents & EV_READ)
+			do_recv(c);
+		break;
+	case OP_RESPOND:
 		if (revents & EV_WRITE)
-			conn_write(c);
-	} else if (revents & EV_READ) {
-		conn_read(c);
+			do_respond(c);
+		break;
+	case OP_LINGER:
+		if (revents & EV_READ)
+			do_linger(c);
+		break;
+	}
+}
+
+/* The op in flight ends with `err` (its timer, or the drain bound). */
+static void conn_fail_op(struct ep_conn *c, int err)
+{
+	const struct h1_core *core = c->ew->core;
+	uint8_t op = c->op;
+
+	c->op = OP_NONE;
+	switch (op) {
+	case OP_RECV:
+		core->received(&c->h1, err);
+		break;
+	case OP_RESPOND:
+		core->responded(&c->h1, H1_FAILED);
+		break;
+	case OP_LINGER:
+		core->lingered(&c->h1, err);
+		break;
 	}
 }
 
 static void conn_on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
-	struct conn *c =
-		(struct conn *)((char *)t - offsetof(struct conn, timer));
+	struct ep_conn *c =
+		(struct ep_conn *)((char *)t - offsetof(struct ep_conn, timer));
 
-	(void)loop;
 	(void)revents;
-	if (c->state == CONN_READING) {
-		/* RFC 9110 15.5.9: tell the client why before closing. */
-		char msg[512];
-		struct response_plan p;
-
-		if (!respond_error(c->ew->w->cfg, 408, time(NULL), msg,
-				   sizeof(msg), &p))
-			(void)!send(c->fd, msg, p.head_len,
-				    MSG_NOSIGNAL | MSG_DONTWAIT);
-	}
-	if (c->state == CONN_WRITING)
-		log_response(c);
-	conn_close(c);
+	c->ew->hw.now = (time_t)ev_now(loop);
+	conn_fail_op(c, -ETIMEDOUT);
 }
 
 static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 {
 	struct ep_worker *ew = io->data;
-	struct orcd_worker *w = ew->w;
 
 	(void)revents;
+	ew->hw.now = (time_t)ev_now(loop);
 	while (ew->accepting) {
 		struct sockaddr_storage peer;
 		socklen_t plen = sizeof(peer);
 		int fd = accept4(io->fd, (struct sockaddr *)&peer, &plen,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct conn *c;
+		struct ep_conn *c;
 
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE ||
@@ -404,10 +367,6 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 		}
 		c->ew = ew;
 		c->fd = fd;
-		c->peer = peer;
-		c->plan.fd = -1;
-		c->state = CONN_IDLE;
-		c->fresh = true;
 		ev_io_init(&c->io, conn_on_io, fd, EV_READ);
 		ev_timer_init(&c->timer, conn_on_timer, 0., 0.);
 		c->next = ew->conns;
@@ -415,11 +374,9 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 			ew->conns->prev = c;
 		ew->conns = c;
 		ew->n_conns++;
-		STAT_INC(w, conns_accepted);
-		STAT_INC(w, conns_open);
-		conn_watch(c, EV_READ, ms(w->cfg->idle_timeout_ms));
-		if (ew->n_conns >= w->cfg->max_connections)
+		if (ew->n_conns >= ew->w->cfg->max_connections)
 			accept_set(ew, false);
+		ew->core->accepted(&c->h1, &ew->hw, &peer, plen);
 	}
 }
 
@@ -429,7 +386,7 @@ static void on_accept_retry(struct ev_loop *loop, ev_timer *t, int revents)
 
 	(void)loop;
 	(void)revents;
-	if (!ew->stopping)
+	if (!ew->hw.stopping)
 		accept_set(ew, true);
 }
 
@@ -441,8 +398,18 @@ static void on_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 	log_msg(LOG_WARNING,
 		"worker %u: %u connections still busy after %.0fs; closing",
 		ew->w->id, ew->n_conns, DRAIN_TIMEOUT);
-	while (ew->conns)
-		conn_close(ew->conns);
+	ew->hw.drain_expired = true;
+	/* With the bound passed, the core ends each connection at once. */
+	while (ew->conns) {
+		struct ep_conn *c = ew->conns;
+
+		if (c->op == OP_NONE) {
+			ew->core->discard(&c->h1);
+			ep_close(&c->h1);
+		} else {
+			conn_fail_op(c, -ECANCELED);
+		}
+	}
 	ev_break(loop, EVBREAK_ONE);
 }
 
@@ -457,19 +424,17 @@ static void on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 
 static void begin_stop(struct ep_worker *ew)
 {
-	struct conn *c, *next;
+	struct ep_conn *c, *next;
 
-	ew->stopping = true;
+	ew->hw.stopping = true;
 	accept_set(ew, false);
 	ev_timer_stop(ew->loop, &ew->accept_retry);
 	ev_io_stop(ew->loop, &ew->wake_io);
-	/* Idle connections have nothing in flight; busy ones finish their
-	 * current response (conn_response_done closes them). */
+	/* Connections waiting for a request go; busy ones finish their
+	 * current response (the core closes them after it). */
 	for (c = ew->conns; c; c = next) {
 		next = c->next;
-		if (c->state != CONN_WRITING &&
-		    !(c->fresh && server_spare_fresh(ew->w)))
-			conn_close(c);
+		ew->core->stop(&c->h1);
 	}
 	if (!ew->n_conns) {
 		ev_break(ew->loop, EVBREAK_ONE);
@@ -489,7 +454,7 @@ static void on_wake(struct ev_loop *loop, ev_io *io, int revents)
 		log_msg(LOG_ERR, "worker %u: wake read: %s", ew->w->id,
 			strerror(errno));
 	server_worker_refresh(ew->w);
-	if (server_stopping(ew->w) && !ew->stopping)
+	if (server_stopping(ew->w) && !ew->hw.stopping)
 		begin_stop(ew);
 }
 
@@ -505,12 +470,16 @@ static int epoll_probe(const struct orcd_config *cfg, char *why, size_t cap)
 
 static int epoll_run(struct orcd_worker *w)
 {
-	struct ep_worker ew = {.w = w};
+	struct ep_worker ew = {.w = w, .core = w->core};
 	unsigned i;
 
 	ew.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 	if (!ew.loop)
 		return -ENOMEM;
+	ew.core->worker_init(&ew.hw, w, &ep_transport);
+	/* sendfile needs the fd the plan opened (and fstat'ed: no window
+	 * between the facts in the head and the bytes sent). */
+	ew.hw.plan_flags = RESPOND_KEEP_FD;
 	for (i = 0; i < w->n_listen; i++) {
 		ev_io_init(&ew.listen_io[i], on_accept, w->listen_fds[i],
 			   EV_READ);
@@ -529,10 +498,15 @@ static int epoll_run(struct orcd_worker *w)
 	accept_set(&ew, true);
 	if (server_stopping(w))
 		begin_stop(&ew);
-	else
+	if (!ew.hw.stopping || ew.n_conns)
 		ev_run(ew.loop, 0);
-	while (ew.conns)
-		conn_close(ew.conns);
+	while (ew.conns) {
+		struct ep_conn *c = ew.conns;
+
+		ew.core->discard(&c->h1);
+		ep_close(&c->h1);
+	}
+	ew.core->worker_fini(&ew.hw);
 	ev_loop_destroy(ew.loop);
 	return 0;
 }

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * The two io_uring engines: one ring per worker, accepts always in flight
- * on pre-chosen slots, a wake-up poll on the worker's eventfd, and the
- * loop that submits everything an iteration produced with one
- * io_uring_enter. Connections live in uring_conn.c, the per-request chain
- * in uring_chain.c, kernel set-up and probes in uring_setup.c.
+ * The io_uring engines' loop: one ring per worker, accepts always in
+ * flight on pre-chosen slots, a wake-up poll on the worker's eventfd, and
+ * one io_uring_enter per iteration for everything the iteration produced.
+ * Every CQE goes up to its owner through the hooks the transport
+ * (uring_conn.c) gave uring_run(); kernel set-up and probes are in
+ * uring_setup.c.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
 #include "log.h"
 #include "server.h"
 #include "uring.h"
@@ -49,6 +50,41 @@ struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need)
 	return io_uring_get_sqe(&uw->ring);
 }
 
+/* ---- a connection's batch ---- */
+
+/* Every SQE a connection submits belongs to its current batch; the batch
+ * is judged only when all of its CQEs are in (c->pending == 0), so a
+ * decision never races a completion still on its way. */
+void uring_track(struct uconn *c, struct io_uring_sqe *sqe, enum ustep st,
+		 uint32_t want)
+{
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)c | (uint64_t)st);
+	c->pending++;
+	c->step_mask |= 1u << st;
+	c->res[st] = INT_MIN;
+	c->want[st] = want;
+}
+
+void uring_batch_begin(struct uconn *c)
+{
+	c->step_mask = 0;
+	c->timed_out = false;
+	c->cancel_sent = false;
+}
+
+/* No SQ room: run retry(c) at the top of the next iteration. */
+void uring_defer(struct uconn *c, void (*retry)(struct uconn *c))
+{
+	struct uring_worker *uw = c->uw;
+
+	c->retry = retry;
+	if (c->is_deferred)
+		return;
+	c->is_deferred = true;
+	c->next_deferred = uw->deferred;
+	uw->deferred = c;
+}
+
 void uring_sync_slot_stats(struct uring_worker *uw)
 {
 	struct orcd_stats *s = &uw->w->stats;
@@ -71,14 +107,8 @@ void uring_slot_freed(struct uring_worker *uw, int slot)
 		log_msg(LOG_ERR, "worker %u: slot %d freed twice (%s)",
 			uw->w->id, slot, strerror(-err));
 	uring_sync_slot_stats(uw);
-	if (wt) {
-		struct uconn *c =
-			(struct uconn *)((char *)wt -
-					 offsetof(struct uconn, waiter));
-
-		c->file = wt->slot;
-		uchain_start(c);
-	}
+	if (wt)
+		uw->hooks->slot_ready(wt);
 }
 
 /*
@@ -133,7 +163,7 @@ static void accept_refill(struct uring_worker *uw)
 {
 	unsigned maxc = uw->w->cfg->max_connections;
 
-	if (uw->stopping)
+	if (uw->hw.stopping)
 		return;
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		struct uacceptor *a = &uw->acc[i];
@@ -160,20 +190,7 @@ static void accept_done(struct uacceptor *a, int res)
 	a->slot = -1;
 	uw->acc_armed--;
 	if (res == uw->fl->ok_result(slot)) {
-		struct uconn *c;
-
-		STAT_INC(uw->w, conns_accepted);
-		c = uconn_new(uw, slot, &a->addr, a->alen);
-		if (!c) {
-			log_msg(LOG_ERR,
-				"worker %u: no memory for a connection",
-				uw->w->id);
-			return;
-		}
-		if (uw->stopping && !server_spare_fresh(uw->w))
-			uconn_close(c, true);
-		else
-			uconn_input(c);
+		uw->hooks->accepted(uw, slot, &a->addr, a->alen);
 		return;
 	}
 	if (res == -EBUSY) {
@@ -217,7 +234,7 @@ static void begin_stop(struct uring_worker *uw)
 {
 	struct io_uring_sqe *sqe;
 
-	uw->stopping = true;
+	uw->hw.stopping = true;
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		struct uacceptor *a = &uw->acc[i];
 
@@ -230,10 +247,7 @@ static void begin_stop(struct uring_worker *uw)
 		io_uring_sqe_set_data64(sqe, 0);
 		a->cancel_sent = true;
 	}
-	for (struct uconn *c = uw->conns, *next; c; c = next) {
-		next = c->next;
-		uconn_stop(c);
-	}
+	uw->hooks->stop_all(uw);
 	sqe = uring_sqe(uw, 1);
 	if (sqe) {
 		uw->drain.ts.tv_sec = DRAIN_MS / 1000;
@@ -251,11 +265,8 @@ static void drain_expired(struct uring_worker *uw)
 	log_msg(LOG_WARNING,
 		"worker %u: %u connections still busy after %ds; cancelling",
 		uw->w->id, uw->n_conns, DRAIN_MS / 1000);
-	uw->drain_expired = true;
-	for (struct uconn *c = uw->conns, *next; c; c = next) {
-		next = c->next;
-		uconn_kill(c);
-	}
+	uw->hw.drain_expired = true;
+	uw->hooks->kill_all(uw);
 	sqe = uring_sqe(uw, 1);
 	if (sqe) {
 		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
@@ -278,7 +289,7 @@ static void wake_done(struct uring_worker *uw, int res)
 	server_worker_refresh(uw->w);
 	stat_cache_use(uw->sc, uw->w->cfg);
 	if (server_stopping(uw->w)) {
-		if (!uw->stopping)
+		if (!uw->hw.stopping)
 			begin_stop(uw);
 		return;
 	}
@@ -307,11 +318,11 @@ static void dispatch(struct uring_worker *uw, uint64_t data, int res,
 		break;
 	case UOP_TIMER:
 		uw->drain.armed = false;
-		if (res == -ETIME && !uw->drain_expired)
+		if (res == -ETIME && !uw->hw.drain_expired)
 			drain_expired(uw);
 		break;
 	case UOP_CONN:
-		uconn_handle_cqe(obj, (enum ustep)step, res, cflags);
+		uw->hooks->conn_cqe(obj, (enum ustep)step, res, cflags);
 		break;
 	}
 }
@@ -353,9 +364,9 @@ static int uring_loop(struct uring_worker *uw)
 		accept_refill(uw);
 		if (uw->fatal)
 			return uw->fatal;
-		if (uw->stopping && !uw->n_conns && !uw->acc_armed)
+		if (uw->hw.stopping && !uw->n_conns && !uw->acc_armed)
 			return 0;
-		if (uw->drain_expired) {
+		if (uw->hw.drain_expired) {
 			if (!unwind_deadline)
 				unwind_deadline = mono_ms() + UNWIND_MS;
 			else if (mono_ms() > unwind_deadline)
@@ -370,7 +381,7 @@ static int uring_loop(struct uring_worker *uw)
 				uw->w->id, strerror(-r));
 			return r;
 		}
-		uw->now = time(NULL);
+		uw->hw.now = time(NULL);
 		for (;;) {
 			struct io_uring_cqe *cqes[64];
 			uint64_t data[64];
@@ -415,15 +426,30 @@ static void uring_cleanup(struct uring_worker *uw)
 				close(uw->acc[i].slot); /* if it landed */
 	}
 	io_uring_queue_exit(&uw->ring);
+	uw->hooks->teardown(uw);
+	uw->core->worker_fini(&uw->hw);
 	stat_cache_free(uw->sc);
 	free(uw->br);
 	free(uw->br_bufs);
-	uconn_free_all(uw);
 	free(uw->acc);
 	slots_destroy(&uw->slots);
 }
 
-static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
+static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
+		     struct file_meta *meta)
+{
+	return stat_cache_lookup(ctx, cfg, relpath, meta);
+}
+
+static void sc_flush(void *ctx)
+{
+	stat_cache_flush(ctx);
+}
+
+/* One worker of either engine: fl names slots, hooks are the transport
+ * above. Returns when the worker has stopped. */
+int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
+	      const struct uring_hooks *hooks)
 {
 	struct uring_worker *uw =
 		aligned_alloc(URING_ALIGN, (sizeof(*uw) + URING_ALIGN - 1) &
@@ -436,9 +462,11 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 	memset(uw, 0, sizeof(*uw));
 	uw->w = w;
 	uw->fl = fl;
+	uw->hooks = hooks;
+	uw->core = w->core;
+	uw->core->worker_init(&uw->hw, w, hooks->tp);
 	uw->wake.kind = UOP_WAKE;
 	uw->drain.kind = UOP_TIMER;
-	uw->now = time(NULL);
 	r = uring_slot_range(uw, &base, &n);
 	if (r) {
 		log_msg(LOG_ERR, "worker %u: slot range: %s", w->id,
@@ -488,6 +516,9 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 	if (!uw->sc)
 		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",
 			w->id);
+	uw->hw.lookup.fn = sc_lookup;
+	uw->hw.lookup.ctx = uw->sc;
+	uw->hw.lookup_flush = sc_flush;
 	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
 	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));
 	if (!uw->acc) {
@@ -510,29 +541,3 @@ static int uring_run(struct orcd_worker *w, const struct uring_flavor *fl)
 	free(uw);
 	return r;
 }
-
-static int direct_run(struct orcd_worker *w)
-{
-	return uring_run(w, &uring_flavor_direct);
-}
-
-static int specific_run(struct orcd_worker *w)
-{
-	return uring_run(w, &uring_flavor_specific);
-}
-
-const struct orcd_engine orcd_engine_direct = {
-	.name = "direct",
-	.kind = ORCD_ENGINE_DIRECT,
-	.probe = uring_direct_probe,
-	.setup = uring_direct_setup,
-	.run = direct_run,
-};
-
-const struct orcd_engine orcd_engine_specific = {
-	.name = "specific",
-	.kind = ORCD_ENGINE_SPECIFIC,
-	.probe = uring_specific_probe,
-	.setup = uring_specific_setup,
-	.run = specific_run,
-};

@@ -7,55 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "http_cond.h"
 #include "http_render.h"
 #include "mime.h"
 #include "path.h"
-#include "stat_cache.h"
 
 #define SERVER_NAME "orcd/" ORCD_VERSION
-
-int respond_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
-		   struct file_meta *meta, int *fd_out)
-{
-	/* RESOLVE_BENEATH refuses ".." and absolute symlinks that leave the
-	 * root while allowing links that stay inside it, which is what a
-	 * static site with relative symlinks expects. O_NONBLOCK keeps a FIFO
-	 * planted in the root from blocking the worker. */
-	struct open_how how = {
-		.flags = (fd_out ? O_RDONLY | O_NONBLOCK | O_NOCTTY : O_PATH) |
-			 O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS |
-			   resolve_extra,
-	};
-	struct stat st;
-	int fd;
-
-	fd = (int)syscall(SYS_openat2, root_fd, *relpath ? relpath : ".", &how,
-			  sizeof(how));
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	meta->size = (uint64_t)st.st_size;
-	meta->ino = st.st_ino;
-	meta->dev = st.st_dev;
-	meta->mtime_sec = st.st_mtim.tv_sec;
-	meta->mtime_nsec = st.st_mtim.tv_nsec;
-	meta->mode = st.st_mode;
-	if (fd_out)
-		*fd_out = fd;
-	else
-		close(fd);
-	return 0;
-}
 
 static void plan_init(struct response_plan *plan, bool keep_alive)
 {
@@ -158,22 +117,23 @@ static int lookup_status(int err)
 
 /* Resolve the normalised path to a regular file, following the index file
  * for directories. Returns 0 or an HTTP status (with *location for 301). */
-static int lookup(struct orcd_config *cfg, struct stat_cache *sc, int *fdp,
-		  struct response_plan *plan)
+static int lookup(struct orcd_config *cfg, const struct respond_lookup *lk,
+		  int *fdp, struct response_plan *plan)
 {
-	if (fdp)
-		return respond_lookup(cfg->root_fd, plan->relpath, 0,
-				      &plan->meta, fdp);
-	return stat_cache_lookup(sc, cfg, plan->relpath, &plan->meta);
+	if (fdp || !lk)
+		return file_meta_lookup(cfg->root_fd, plan->relpath, 0,
+					&plan->meta, fdp);
+	return lk->fn(lk->ctx, cfg, plan->relpath, &plan->meta);
 }
 
-static int resolve_target(struct orcd_config *cfg, struct stat_cache *sc,
+static int resolve_target(struct orcd_config *cfg,
+			  const struct respond_lookup *lk,
 			  const struct http_request *req, bool trailing,
 			  unsigned flags, struct response_plan *plan,
 			  char *location, size_t loccap)
 {
 	int *fdp = (flags & RESPOND_KEEP_FD) ? &plan->fd : NULL;
-	int err = lookup(cfg, sc, fdp, plan);
+	int err = lookup(cfg, lk, fdp, plan);
 	size_t len;
 
 	if (err)
@@ -195,7 +155,7 @@ static int resolve_target(struct orcd_config *cfg, struct stat_cache *sc,
 			return 404;
 		snprintf(plan->relpath + len, sizeof(plan->relpath) - len,
 			 "%s%s", len ? "/" : "", cfg->index);
-		err = lookup(cfg, sc, fdp, plan);
+		err = lookup(cfg, lk, fdp, plan);
 		if (err)
 			return lookup_status(err);
 	} else if (trailing) {
@@ -210,8 +170,8 @@ static int resolve_target(struct orcd_config *cfg, struct stat_cache *sc,
 		 * answers 403 where GET does. */
 		int fd;
 
-		err = respond_lookup(cfg->root_fd, plan->relpath, 0,
-				     &plan->meta, &fd);
+		err = file_meta_lookup(cfg->root_fd, plan->relpath, 0,
+				       &plan->meta, &fd);
 		if (err)
 			return lookup_status(err);
 		close(fd);
@@ -219,7 +179,7 @@ static int resolve_target(struct orcd_config *cfg, struct stat_cache *sc,
 	return 0;
 }
 
-int respond_plan(struct orcd_config *cfg, struct stat_cache *sc,
+int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		 const struct http_request *req, time_t now, unsigned flags,
 		 char *buf, size_t cap, struct response_plan *plan)
 {
@@ -251,7 +211,7 @@ int respond_plan(struct orcd_config *cfg, struct stat_cache *sc,
 		return render_status(plan, status, req->version_minor, head,
 				     now, NULL, buf, cap);
 	}
-	status = resolve_target(cfg, sc, req, trailing, flags, plan, location,
+	status = resolve_target(cfg, lk, req, trailing, flags, plan, location,
 				sizeof(location));
 	if (status)
 		return render_status(plan, status, req->version_minor, head,

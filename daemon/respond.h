@@ -15,17 +15,18 @@
 #include <time.h>
 
 #include "config.h"
+#include "file_meta.h"
 #include "http_parse.h"
 
-struct stat_cache;
-
-struct file_meta {
-	uint64_t size;
-	uint64_t ino;
-	uint64_t dev;
-	int64_t mtime_sec;
-	long mtime_nsec;
-	mode_t mode;
+/*
+ * Where the planner gets file facts: fn answers like file_meta_lookup()
+ * (root_fd = cfg->root_fd, no extra resolve flags, no fd), perhaps from a
+ * cache the caller keeps true. NULL: every lookup goes to the filesystem.
+ */
+struct respond_lookup {
+	int (*fn)(void *ctx, struct orcd_config *cfg, const char *relpath,
+		  struct file_meta *meta);
+	void *ctx;
 };
 
 struct response_plan {
@@ -49,25 +50,15 @@ enum {
 };
 
 /*
- * Look up metadata of relpath under root_fd without following symlinks
- * out of the root (openat2 RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, plus
- * resolve_extra). If fd_out is non-NULL the opened O_RDONLY fd is
- * returned there, else it is closed. Returns 0, -ENOENT, -EACCES, -EXDEV
- * (escapes the root), ...
- */
-int respond_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
-		   struct file_meta *meta, int *fd_out);
-
-/*
  * Decide and render the response to a parsed request into buf[0..cap):
- * metadata comes from sc (NULL: looked up every time) unless
+ * metadata comes from lk (NULL: looked up every time) unless
  * RESPOND_KEEP_FD asks for the file to be opened.
  * 405 with Allow for other methods, 400/404/301 from the path, index
  * files for directories, 304/206/416/200 from the validators. Error
  * statuses carry a small HTML body inside head_len (except for HEAD).
  * Returns 0 or -ENOSPC (cap too small) / -ENOMEM.
  */
-int respond_plan(struct orcd_config *cfg, struct stat_cache *sc,
+int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		 const struct http_request *req, time_t now, unsigned flags,
 		 char *buf, size_t cap, struct response_plan *plan);
 

@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "listen.h"
 #include "log.h"
+#include "http1.h"
 #include "metrics.h"
 
 int server_load_config(const struct cli_opts *o, struct orcd_config **out,
@@ -151,6 +152,7 @@ static unsigned start_workers(struct orcd_server *s, struct orcd_worker *ws,
 
 		w->id = k;
 		w->srv = s;
+		w->core = &h1_core;
 		w->cfg = config_get(cfg);
 		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (w->wake_fd < 0 ||

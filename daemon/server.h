@@ -12,6 +12,7 @@
 
 struct orcd_engine;
 struct access_log;
+struct h1_core;
 
 /*
  * Counters of one worker. Written only by the worker's own thread
@@ -56,6 +57,9 @@ struct orcd_worker {
 	unsigned n_listen;
 	int wake_fd;		/* eventfd: the main thread signals reload/stop */
 	struct orcd_config *cfg; /* this worker's reference, refreshed on wake */
+	/* The HTTP/1 connection core the engine serves under (http1.h):
+	 * engines reach it only through this pointer. */
+	const struct h1_core *core;
 	struct orcd_stats stats;
 	/* Bumped by the engine on every turn of its event loop (and at
 	 * least once a second when idle): the main thread pings the

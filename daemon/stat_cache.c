@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,7 +363,7 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 	int err;
 
 	if (!sc)
-		return respond_lookup(cfg->root_fd, relpath, 0, meta, NULL);
+		return file_meta_lookup(cfg->root_fd, relpath, 0, meta, NULL);
 	if (sc->unsynced)
 		stat_cache_sync(sc);
 	/* A request planned under the configuration before a reload is
@@ -383,8 +384,8 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 	 * event; a change before it is in what the lookup sees. */
 	if (watch_parents(sc, relpath) || (len && watch(sc, relpath, len)))
 		goto plain;
-	err = respond_lookup(cfg->root_fd, relpath,
-			     RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, meta, NULL);
+	err = file_meta_lookup(cfg->root_fd, relpath,
+			       RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, meta, NULL);
 	if (err == -ELOOP || err == -EXDEV)
 		goto plain; /* a symlink or mount on the way: not ours */
 	if (err) {
@@ -407,5 +408,5 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 	return 0;
 plain:
 	count(sc, SC_BYPASS);
-	return respond_lookup(cfg->root_fd, relpath, 0, meta, NULL);
+	return file_meta_lookup(cfg->root_fd, relpath, 0, meta, NULL);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A worker's cache of metadata lookups (respond_lookup() without an fd),
+ * A worker's cache of metadata lookups (file_meta_lookup() without an fd),
  * so that a request for a file seen before costs no system call before
  * its chain. The io_uring engines use it; epoll opens every file anyway.
  *
@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "respond.h"
+#include "file_meta.h"
 
 struct stat_cache;
 
@@ -63,7 +63,7 @@ void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg);
 void stat_cache_free(struct stat_cache *sc);
 
 /*
- * Like respond_lookup(cfg->root_fd, relpath, 0, meta, NULL), answered from
+ * Like file_meta_lookup(cfg->root_fd, relpath, 0, meta, NULL), answered from
  * the cache when it can be. sc may be NULL (no cache).
  */
 int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals shared by the two io_uring engines (engine_uring.c: ring,
- * accept loop, wake-up and stop; uring_conn.c: reading requests and
- * connection lifetime; uring_chain.c: the open-read-send-close chain).
+ * Internals shared by the two io_uring engines. Three layers, each
+ * calling only the one below and hearing back through pointers:
+ *
+ *   uring_conn.c    the transport under the HTTP/1 core (http1.h): recv,
+ *                   linger, close of a connection's socket; the engines
+ *   uring_chain.c   the transport's respond: sends and the open-read-
+ *                   send-close chain with its failure rules
+ *   engine_uring.c  the loop: ring, submission, batches, slots, accepts,
+ *                   wake-up, stop (uring_setup.c: what the kernel has)
  *
  * `direct` and `specific` differ only in how a slot number is named in an
  * SQE; that difference is the table `struct uring_flavor`, everything else
@@ -16,8 +22,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "http_parse.h"
-#include "respond.h"
+#include "http1.h"
 #include "slots.h"
 #include "stat_cache.h"
 
@@ -94,18 +99,10 @@ struct uring_flavor {
 extern const struct uring_flavor uring_flavor_direct;
 extern const struct uring_flavor uring_flavor_specific;
 
-/* Output buffer and plan of one response in flight; pooled. */
-struct uresp {
-	struct uresp *next;
-	struct response_plan plan;
-	struct orcd_open_how how;
-	size_t cap;
-	char buf[];
-};
-
 enum uconn_state {
+	CS_IDLE,      /* nothing in flight (between ops) */
 	CS_RECV,      /* a recv (with its timeout) is in flight */
-	CS_WAIT_SLOT, /* planned, waiting for a file slot */
+	CS_WAIT_SLOT, /* a respond waits for a file slot */
 	CS_RESP,      /* response ops in flight */
 	CS_LINGER,    /* shut down for writing, draining the client */
 	CS_CLOSING,   /* the socket's close is in flight */
@@ -125,12 +122,9 @@ struct uconn {
 	uint8_t kind; /* UOP_CONN */
 	uint8_t state;
 	uint8_t after;	/* enum uafter, pending a repair close */
-	bool fresh;	/* no request yet on this connection */
 	bool timed_out; /* a link timeout fired in this batch */
-	bool have_req;
 	bool file_open; /* open succeeded, close not completed */
 	bool cancel_sent;
-	bool aborting; /* close without linger */
 	struct uring_worker *uw;
 	struct uconn *prev, *next; /* live list */
 	int sock;		   /* slot of the socket */
@@ -140,25 +134,25 @@ struct uconn {
 	int res[ST_MAX];
 	uint32_t want[ST_MAX];
 	struct slot_waiter waiter;
-	char *in;
-	size_t in_len, in_cap;
-	struct http_request req;
-	struct uresp *resp;
-	struct orcd_config *cfg;   /* reference while a response is planned */
+	char *rbuf;		   /* where a recv without a provided
+				    * buffer puts its bytes */
 	uint64_t file_off;	   /* next file byte to read */
 	uint64_t file_left;	   /* file bytes not read yet */
-	size_t send_off, send_len; /* in resp->buf, current send */
-	uint64_t bytes_sent;	   /* this response */
-	unsigned replans;
-	unsigned linger_bytes;
+	size_t send_off, send_len; /* in the response buffer, current send */
+	unsigned send_timeout_ms;  /* a send without progress fails */
+	struct orcd_open_how how;  /* the chain's open reads it at issue */
 	struct __kernel_timespec ts_recv, ts_send;
-	struct __kernel_timespec hdr_deadline; /* CLOCK_MONOTONIC, absolute */
 	/* SQ had no room: run retry() at the top of the next iteration. */
 	void (*retry)(struct uconn *c);
 	struct uconn *next_deferred;
 	bool is_deferred;
-	struct sockaddr_storage peer;
+	struct h1_conn h1; /* the HTTP/1 core's part */
 } __attribute__((aligned(URING_ALIGN)));
+
+static inline struct uconn *uconn_of(struct h1_conn *h)
+{
+	return (struct uconn *)((char *)h - offsetof(struct uconn, h1));
+}
 
 struct uacceptor {
 	uint8_t kind; /* UOP_ACCEPT */
@@ -177,7 +171,26 @@ struct uticker {
 	struct __kernel_timespec ts;
 } __attribute__((aligned(URING_ALIGN)));
 
+/* What the loop reports up to the transport (uring_conn.c). */
+struct uring_hooks {
+	const struct h1_transport *tp;
+	/* An accept completed into `slot`: a connection starts. */
+	void (*accepted)(struct uring_worker *uw, int slot,
+			 const struct sockaddr_storage *peer, socklen_t plen);
+	void (*conn_cqe)(struct uconn *c, enum ustep st, int res,
+			 unsigned cflags);
+	/* A slot a waiter queued for was handed to it. */
+	void (*slot_ready)(struct slot_waiter *wt);
+	void (*stop_all)(struct uring_worker *uw);
+	void (*kill_all)(struct uring_worker *uw);
+	/* The loop ended: free every connection left. */
+	void (*teardown)(struct uring_worker *uw);
+};
+
 struct uring_worker {
+	struct h1_worker hw; /* the HTTP/1 core's part */
+	const struct h1_core *core;
+	const struct uring_hooks *hooks;
 	struct orcd_worker *w;
 	const struct uring_flavor *fl;
 	struct io_uring ring;
@@ -191,11 +204,6 @@ struct uring_worker {
 	struct uconn *conns; /* live connections */
 	unsigned n_conns;
 	struct uconn *free_conns;
-	struct uresp *free_resps;
-	/* Request buffers not held by a connection (next pointer inside). */
-	char *free_ins;
-	unsigned n_free_ins, n_free_resps; /* pools are capped: memory
-					    * follows load back down */
 	/* Provided-buffer ring for recvs with nothing buffered yet, so an
 	 * idle keep-alive connection holds no buffer (5.19+; else each
 	 * connection keeps its own). */
@@ -205,10 +213,7 @@ struct uring_worker {
 	struct uconn *deferred; /* waiting for SQ room (via next) */
 	struct stat_cache *sc;	/* metadata lookups of this worker */
 	unsigned chains_inflight;
-	bool stopping;
-	bool drain_expired;
 	int fatal; /* -errno that ends the loop */
-	time_t now;
 };
 
 /* uring_setup.c */
@@ -216,40 +221,31 @@ unsigned uring_ring_depth(const struct orcd_config *cfg);
 int uring_ring_init(struct io_uring *ring, unsigned entries);
 int uring_register_sparse(struct io_uring *ring, unsigned n);
 void uring_br_setup(struct uring_worker *uw);
+void uring_br_recycle(struct uring_worker *uw, unsigned bid);
 int uring_slot_range(struct uring_worker *uw, int *base, unsigned *n);
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap);
 int uring_specific_probe(const struct orcd_config *cfg, char *why, size_t cap);
 int uring_specific_setup(struct orcd_server *srv, char *err, size_t cap);
 int uring_direct_setup(struct orcd_server *srv, char *err, size_t cap);
 
-/* engine_uring.c */
+/* engine_uring.c: the loop */
 struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need);
+void uring_track(struct uconn *c, struct io_uring_sqe *sqe, enum ustep st,
+		 uint32_t want);
+void uring_batch_begin(struct uconn *c);
+void uring_defer(struct uconn *c, void (*retry)(struct uconn *c));
 void uring_sync_slot_stats(struct uring_worker *uw);
 void uring_slot_freed(struct uring_worker *uw, int slot);
 void uring_close_orphan(struct uring_worker *uw, int slot);
-void uring_br_recycle(struct uring_worker *uw, unsigned bid);
+int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
+	      const struct uring_hooks *hooks);
 #define URING_BGID 1
 
-/* uring_conn.c */
-void uconn_defer(struct uconn *c, void (*retry)(struct uconn *c));
-struct uconn *uconn_new(struct uring_worker *uw, int sock,
-			const struct sockaddr_storage *peer, socklen_t plen);
-void uconn_handle_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags);
-void uconn_input(struct uconn *c);
-void uconn_close(struct uconn *c, bool abortive);
-void uconn_stop(struct uconn *c);
-void uconn_kill(struct uconn *c);
-void uconn_free_all(struct uring_worker *uw);
-bool uconn_track(struct uconn *c, struct io_uring_sqe *sqe, enum ustep st,
-		 uint32_t want);
-void uconn_response_done(struct uconn *c);
-void uconn_response_abort(struct uconn *c);
-void uconn_plan(struct uconn *c);
-void uconn_plan_denied(struct uconn *c);
-void uconn_send_plain(struct uconn *c);
-
-/* uring_chain.c */
-void uchain_start(struct uconn *c);
+/* uring_chain.c: the transport's respond */
+void uchain_respond(struct h1_conn *h, unsigned timeout_ms);
 void uchain_batch_done(struct uconn *c);
+void uchain_slot_ready(struct slot_waiter *wt);
+/* The drain bound passed: a respond waiting for a slot gives up. */
+void uchain_kill(struct uconn *c);
 
 #endif

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The per-request chain, submitted at once:
+ * The io_uring transport's respond: a response's head and body go out
+ * here. A body comes from a chain submitted at once:
  *
  *   openat2(slot F)  -LINK->  read(F)  -LINK->  send(sock)  -HARDLINK->
  *   [link timeout]  -LINK->  close(F)
@@ -15,61 +16,71 @@
  *
  * A file larger than the buffer goes in bounded read/send pairs (read at
  * an offset into the same buffer, send it); the last pair carries the
- * close. Sends use MSG_WAITALL, which makes the kernel retry a partial
- * send on a stream socket itself; a send that still comes back short
- * (cancelled by its timeout, or an error after some bytes) has broken the
- * link, and the rest is sent before anything else is read.
+ * close.
+ *
+ * send_timeout means "no progress for this long", as on every engine:
+ * sends go without MSG_WAITALL, so each send completes as soon as some
+ * bytes went out, and the link timeout on it bounds the wait for that
+ * progress only. A short send is progress: the rest follows in a send of
+ * its own before anything else happens on the connection.
+ *
+ * The outcome goes up to the HTTP/1 core through its responded().
  */
 #include <errno.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "log.h"
 #include "server.h"
 #include "uring.h"
 
-#define STEP(s) (1u << (s))
+#define STEP(s)	   (1u << (s))
+#define SEND_FLAGS MSG_NOSIGNAL
 
 static void chain_submit(struct uconn *c, bool with_open);
 
 static void begin(struct uconn *c)
 {
-	c->step_mask = 0;
-	c->timed_out = false;
-	c->cancel_sent = false;
+	uring_batch_begin(c);
 	c->state = CS_RESP;
+}
+
+static struct h1_resp *resp_of(struct uconn *c)
+{
+	return c->h1.resp;
 }
 
 static void arm_send_timeout(struct uconn *c, struct io_uring_sqe *sqe,
 			     bool more)
 {
-	unsigned ms = c->uw->w->cfg->send_timeout_ms;
+	unsigned ms = c->send_timeout_ms;
 
 	c->ts_send.tv_sec = ms / 1000;
 	c->ts_send.tv_nsec = (long long)(ms % 1000) * 1000000;
 	io_uring_prep_link_timeout(sqe, &c->ts_send, 0);
 	if (more)
 		sqe->flags |= IOSQE_IO_LINK;
-	uconn_track(c, sqe, ST_SEND_LT, 0);
+	uring_track(c, sqe, ST_SEND_LT, 0);
 }
 
-/* Send resp->buf[send_off, +send_len) with nothing from a file: heads
- * without a body, error pages, and the rest of a short send. */
-void uconn_send_plain(struct uconn *c)
+/* Send buf[send_off, +send_len) with nothing from a file: heads without
+ * a body, error pages, and the rest of a short send. */
+static void send_plain(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
 	struct io_uring_sqe *sqe = uring_sqe(uw, 2);
 
 	if (!sqe) {
-		uconn_defer(c, uconn_send_plain);
+		uring_defer(c, send_plain);
 		return;
 	}
 	begin(c);
-	io_uring_prep_send(sqe, c->sock, c->resp->buf + c->send_off,
-			   c->send_len, MSG_NOSIGNAL | MSG_WAITALL);
+	io_uring_prep_send(sqe, c->sock, resp_of(c)->buf + c->send_off,
+			   c->send_len, SEND_FLAGS);
 	sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
-	uconn_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
+	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
 	arm_send_timeout(c, io_uring_get_sqe(&uw->ring), false);
 }
 
@@ -83,11 +94,28 @@ static void chain_next(struct uconn *c)
 	chain_submit(c, false);
 }
 
-/* A planned body needs a file slot; wait in line if there is none. */
-void uchain_start(struct uconn *c)
+static void chain_begin(struct uconn *c)
 {
-	struct uring_worker *uw = c->uw;
+	c->file_off = resp_of(c)->plan.offset;
+	c->file_left = resp_of(c)->plan.length;
+	chain_first(c);
+}
 
+void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
+{
+	struct uconn *c = uconn_of(h);
+	struct uring_worker *uw = c->uw;
+	const struct response_plan *p = &h->resp->plan;
+
+	c->send_timeout_ms = timeout_ms;
+	c->send_off = 0;
+	c->send_len = p->head_len;
+	c->file_left = 0;
+	if (!p->send_file || !p->length) {
+		send_plain(c);
+		return;
+	}
+	/* A body needs a file slot; wait in line if there is none. */
 	if (c->file < 0) {
 		int slot = slots_alloc_or_wait(&uw->slots, &c->waiter);
 
@@ -98,16 +126,34 @@ void uchain_start(struct uconn *c)
 		}
 		c->file = slot;
 	}
-	c->file_off = c->resp->plan.offset;
-	c->file_left = c->resp->plan.length;
-	chain_first(c);
+	chain_begin(c);
+}
+
+void uchain_slot_ready(struct slot_waiter *wt)
+{
+	struct uconn *c =
+		(struct uconn *)((char *)wt - offsetof(struct uconn, waiter));
+
+	c->file = wt->slot;
+	chain_begin(c);
+}
+
+static void count_chain(struct uring_worker *uw)
+{
+	STAT_INC(uw->w, chains_submitted);
+	uw->chains_inflight++;
+	STAT_INC(uw->w, chains_inflight);
+	if (uw->chains_inflight > uw->w->stats.chains_inflight_peak)
+		atomic_store_explicit(&uw->w->stats.chains_inflight_peak,
+				      uw->chains_inflight,
+				      memory_order_relaxed);
 }
 
 static void chain_submit(struct uconn *c, bool with_open)
 {
 	struct uring_worker *uw = c->uw;
 	const struct uring_flavor *fl = uw->fl;
-	struct uresp *r = c->resp;
+	struct h1_resp *r = resp_of(c);
 	size_t head = with_open ? r->plan.head_len : 0;
 	uint64_t chunk = r->cap - head;
 	bool last;
@@ -118,53 +164,39 @@ static void chain_submit(struct uconn *c, bool with_open)
 	last = chunk == c->file_left;
 	sqe = uring_sqe(uw, (with_open ? 1 : 0) + 3 + (last ? 1 : 0));
 	if (!sqe) {
-		uconn_defer(c, with_open ? chain_first : chain_next);
+		uring_defer(c, with_open ? chain_first : chain_next);
 		return;
 	}
 	begin(c);
 	if (with_open) {
-		memset(&r->how, 0, sizeof(r->how));
-		r->how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-		fl->prep_open(sqe, c->cfg->root_fd,
+		memset(&c->how, 0, sizeof(c->how));
+		c->how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+		fl->prep_open(sqe, c->h1.cfg->root_fd,
 			      r->plan.relpath[0] ? r->plan.relpath : ".",
-			      &r->how, c->file);
+			      &c->how, c->file);
 		sqe->flags |= IOSQE_IO_LINK;
-		uconn_track(c, sqe, ST_OPEN, 0);
+		uring_track(c, sqe, ST_OPEN, 0);
 		sqe = io_uring_get_sqe(&uw->ring);
-		STAT_INC(uw->w, chains_submitted);
-		uw->chains_inflight++;
-		STAT_INC(uw->w, chains_inflight);
-		if (uw->chains_inflight > uw->w->stats.chains_inflight_peak)
-			atomic_store_explicit(
-				&uw->w->stats.chains_inflight_peak,
-				uw->chains_inflight, memory_order_relaxed);
+		count_chain(uw);
 	}
 	io_uring_prep_read(sqe, c->file, r->buf + head, (unsigned)chunk,
 			   c->file_off);
 	sqe->flags |= fl->slot_sqe_flag | IOSQE_IO_LINK;
-	uconn_track(c, sqe, ST_READ, (uint32_t)chunk);
+	uring_track(c, sqe, ST_READ, (uint32_t)chunk);
 
 	c->send_off = 0;
 	c->send_len = head + chunk;
 	sqe = io_uring_get_sqe(&uw->ring);
-	io_uring_prep_send(sqe, c->sock, r->buf, c->send_len,
-			   MSG_NOSIGNAL | MSG_WAITALL);
+	io_uring_prep_send(sqe, c->sock, r->buf, c->send_len, SEND_FLAGS);
 	sqe->flags |= fl->slot_sqe_flag |
 		      (last ? IOSQE_IO_HARDLINK : IOSQE_IO_LINK);
-	uconn_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
+	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
 	arm_send_timeout(c, io_uring_get_sqe(&uw->ring), last);
 	if (last) {
 		sqe = io_uring_get_sqe(&uw->ring);
 		fl->prep_close(sqe, c->file);
-		uconn_track(c, sqe, ST_CLOSE_FILE, 0);
+		uring_track(c, sqe, ST_CLOSE_FILE, 0);
 	}
-}
-
-static void repair_close(struct uconn *c);
-
-static void repair_close_retry(struct uconn *c)
-{
-	repair_close(c);
 }
 
 /* The open succeeded but its linked close was cancelled. */
@@ -174,12 +206,12 @@ static void repair_close(struct uconn *c)
 	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
 
 	if (!sqe) {
-		uconn_defer(c, repair_close_retry);
+		uring_defer(c, repair_close);
 		return;
 	}
 	begin(c);
 	uw->fl->prep_close(sqe, c->file);
-	uconn_track(c, sqe, ST_CLOSE_FILE, 0);
+	uring_track(c, sqe, ST_CLOSE_FILE, 0);
 }
 
 /* The file's slot is free again (closed, or never installed). */
@@ -201,46 +233,38 @@ static void chain_end(struct uconn *c, bool lost)
 static void act(struct uconn *c, enum uafter after)
 {
 	struct uring_worker *uw = c->uw;
+	static const enum h1_end end[] = {
+		[AFTER_DONE] = H1_SENT,
+		[AFTER_REPLAN] = H1_REPLAN,
+		[AFTER_DENIED] = H1_DENIED,
+		[AFTER_ABORT] = H1_FAILED,
+	};
 
 	c->after = AFTER_NONE;
-	if (uw->drain_expired && after != AFTER_DONE)
+	if (uw->hw.drain_expired && after != AFTER_DONE)
 		after = AFTER_ABORT;
-	switch (after) {
-	case AFTER_CHUNK:
+	if (after == AFTER_CHUNK) {
 		chain_next(c);
-		break;
-	case AFTER_DONE:
-		uconn_response_done(c);
-		break;
-	case AFTER_REPLAN:
-		/* Nothing went out: the file changed between the plan and
-		 * the chain. Answer from fresh facts (a 404 after a delete,
-		 * the new length after a truncate). */
-		c->replans++;
-		uconn_plan(c);
-		break;
-	case AFTER_DENIED:
-		uconn_plan_denied(c);
-		break;
-	case AFTER_ABORT:
-	default:
-		uconn_response_abort(c);
-		break;
+		return;
 	}
+	c->state = CS_IDLE;
+	uw->core->responded(&c->h1,
+			    after == AFTER_NONE ? H1_FAILED : end[after]);
 }
 
-/* Send came back short or failed. Returns what to do next. */
+/* Judge the batch's send. Returns what to do next. */
 static enum uafter judge_send(struct uconn *c, bool more_file)
 {
 	struct uring_worker *uw = c->uw;
 	int r = c->res[ST_SEND];
 
 	if (r > 0)
-		c->bytes_sent += (uint64_t)r;
+		c->h1.bytes_sent += (uint64_t)r;
 	if (r == (int)c->want[ST_SEND])
 		return more_file ? AFTER_CHUNK : AFTER_DONE;
-	if (r > 0 && !c->timed_out && !uw->drain_expired) {
-		/* Short but not failed: finish these bytes first. */
+	if (r > 0 && !uw->hw.drain_expired) {
+		/* Progress, but not all: the rest goes out next, under a
+		 * fresh timeout. */
 		c->send_off += (size_t)r;
 		c->send_len -= (size_t)r;
 		return AFTER_NONE;
@@ -252,9 +276,77 @@ static enum uafter judge_send(struct uconn *c, bool more_file)
 	return AFTER_ABORT;
 }
 
-static bool replan_ok(const struct uconn *c)
+/* Nothing went out yet: the core may answer again from fresh facts. */
+static enum uafter replan_or_abort(const struct uconn *c)
 {
-	return c->bytes_sent == 0 && c->replans < 2 && !c->uw->stopping;
+	return c->h1.bytes_sent == 0 ? AFTER_REPLAN : AFTER_ABORT;
+}
+
+/* The drain bound passed while waiting for a slot. */
+void uchain_kill(struct uconn *c)
+{
+	if (c->state != CS_WAIT_SLOT)
+		return;
+	slots_cancel_wait(&c->uw->slots, &c->waiter);
+	act(c, AFTER_ABORT);
+}
+
+/* A batch with only a send in it: a response without a file, or the rest
+ * of a short send. With a file still open the rest of the body follows;
+ * a failure closes the file first. */
+static void send_batch_done(struct uconn *c)
+{
+	enum uafter after = judge_send(c, c->file_left > 0);
+
+	if (after == AFTER_NONE) {
+		send_plain(c);
+	} else if (c->file_open && after != AFTER_CHUNK) {
+		c->after = after;
+		repair_close(c);
+	} else {
+		act(c, after);
+	}
+}
+
+/* A batch with only our repair close in it. */
+static void repair_batch_done(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+	int r = c->res[ST_CLOSE_FILE];
+
+	if (r == -ECANCELED) {
+		repair_close(c);
+		return;
+	}
+	if (r < 0)
+		log_msg(LOG_ERR, "worker %u: close of file slot %d: %s",
+			uw->w->id, c->file, strerror(-r));
+	chain_end(c, false);
+	act(c, (enum uafter)c->after);
+}
+
+/* The open's CQE: is F installed? *lost when its number must never be
+ * handed out again. */
+static void judge_open(struct uconn *c, bool *lost)
+{
+	struct uring_worker *uw = c->uw;
+	int r = c->res[ST_OPEN];
+
+	if (r == uw->fl->ok_result(c->file)) {
+		c->file_open = true;
+	} else if (r == -EBUSY) {
+		/* Someone holds our number (must never happen). */
+		STAT_INC(uw->w, ebusy);
+		log_msg(LOG_ERR, "worker %u: open into fd %d: EBUSY", uw->w->id,
+			c->file);
+		*lost = true;
+	} else if (r >= 0) {
+		log_msg(LOG_ERR, "worker %u: open returned %d, asked %d",
+			uw->w->id, r, c->file);
+		*lost = true;
+	} else {
+		STAT_INC(uw->w, chain_open_failed);
+	}
 }
 
 void uchain_batch_done(struct uconn *c)
@@ -265,55 +357,15 @@ void uchain_batch_done(struct uconn *c)
 	bool lost = false;
 
 	if (!(m & (STEP(ST_OPEN) | STEP(ST_READ) | STEP(ST_CLOSE_FILE)))) {
-		/* A send alone: a response without a file, or the rest of
-		 * a short send. With a file still open the rest of the
-		 * body follows; a failure closes the file first. */
-		after = judge_send(c, c->file_left > 0);
-		if (after == AFTER_NONE) {
-			uconn_send_plain(c);
-		} else if (c->file_open && after != AFTER_CHUNK) {
-			c->after = after;
-			repair_close(c);
-		} else {
-			act(c, after);
-		}
+		send_batch_done(c);
 		return;
 	}
 	if (m == STEP(ST_CLOSE_FILE)) {
-		/* A repair close. */
-		int r = c->res[ST_CLOSE_FILE];
-
-		if (r == -ECANCELED) {
-			repair_close(c);
-			return;
-		}
-		if (r < 0)
-			log_msg(LOG_ERR, "worker %u: close of file slot %d: %s",
-				uw->w->id, c->file, strerror(-r));
-		chain_end(c, false);
-		act(c, (enum uafter)c->after);
+		repair_batch_done(c);
 		return;
 	}
-	if (m & STEP(ST_OPEN)) {
-		int r = c->res[ST_OPEN];
-
-		if (r == uw->fl->ok_result(c->file)) {
-			c->file_open = true;
-		} else if (r == -EBUSY) {
-			/* Someone holds our number (must never happen). */
-			STAT_INC(uw->w, ebusy);
-			log_msg(LOG_ERR, "worker %u: open into fd %d: EBUSY",
-				uw->w->id, c->file);
-			lost = true;
-		} else if (r >= 0) {
-			log_msg(LOG_ERR,
-				"worker %u: open returned %d, asked %d",
-				uw->w->id, r, c->file);
-			lost = true;
-		} else {
-			STAT_INC(uw->w, chain_open_failed);
-		}
-	}
+	if (m & STEP(ST_OPEN))
+		judge_open(c, &lost);
 	if (m & STEP(ST_CLOSE_FILE)) {
 		int r = c->res[ST_CLOSE_FILE];
 
@@ -333,17 +385,17 @@ void uchain_batch_done(struct uconn *c)
 		 * change to the file, so look again. */
 		int r = c->res[ST_OPEN];
 
-		if ((r == -EACCES || r == -EPERM) && c->bytes_sent == 0)
+		if ((r == -EACCES || r == -EPERM) && c->h1.bytes_sent == 0)
 			after = AFTER_DENIED;
 		else
-			after = replan_ok(c) ? AFTER_REPLAN : AFTER_ABORT;
+			after = replan_or_abort(c);
 	} else if (c->res[ST_READ] != (int)c->want[ST_READ]) {
 		/* A short read: the file shrank (or broke) under us. If the
 		 * head is still unsent, answer from fresh facts; else the
 		 * promised Content-Length cannot be met. */
 		if (c->res[ST_READ] != -ECANCELED)
 			STAT_INC(uw->w, chain_short_read);
-		after = replan_ok(c) ? AFTER_REPLAN : AFTER_ABORT;
+		after = replan_or_abort(c);
 	} else {
 		uint64_t chunk = c->want[ST_READ];
 
@@ -367,7 +419,7 @@ void uchain_batch_done(struct uconn *c)
 	if (!c->file_open && c->file >= 0)
 		chain_end(c, lost);
 	if (after == AFTER_NONE) {
-		uconn_send_plain(c);
+		send_plain(c);
 		return;
 	}
 	act(c, after);

@@ -308,8 +308,37 @@ class Orcd:
         # only then are all their rings, loops and eventfds open.
         wait_until(lambda: "serving " in self.stderr_text(), 15,
                    "orcd to log that all workers serve")
+        # orcd closes lingering: its FIN comes first, the fd goes only
+        # when the probe's own close arrives. Count after that.
+        wait_until(lambda: not self.client_sockets(), 15,
+                   "orcd to close the probe's connection")
         self.fd_baseline = self.fd_count()
         return self
+
+    def client_sockets(self):
+        """orcd's fds that are TCP connections (not listeners): its
+        sockets whose inode /proc/net/tcp{,6} lists with a remote port."""
+        inodes = set()
+        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (self.proc.pid, name))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+        found = []
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    next(f)
+                    for line in f:
+                        cols = line.split()
+                        if cols[9] in inodes and \
+                                not cols[2].endswith(":0000"):
+                            found.append(cols[9])
+            except OSError:
+                pass
+        return found
 
     def _answers(self):
         if self.proc.poll() is not None:

@@ -129,7 +129,7 @@ static int lookup(struct fixture *fx, const char *rel, struct file_meta *m)
 {
 	struct file_meta fresh;
 	int r = stat_cache_lookup(fx->sc, fx->cfg, rel, m);
-	int f = respond_lookup(fx->cfg->root_fd, rel, 0, &fresh, NULL);
+	int f = file_meta_lookup(fx->cfg->root_fd, rel, 0, &fresh, NULL);
 
 	assert_int_equal(r, f);
 	if (!r) {

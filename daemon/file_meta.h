@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the server knows about a file under its root, and the one lookup
+ * that finds it out: openat2 beneath the root, then fstat. Both the
+ * response planner and the stat cache stand on this; neither knows the
+ * other.
+ */
+#ifndef ORCD_FILE_META_H
+#define ORCD_FILE_META_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct file_meta {
+	uint64_t size;
+	uint64_t ino;
+	uint64_t dev;
+	int64_t mtime_sec;
+	long mtime_nsec;
+	mode_t mode;
+};
+
+/*
+ * Look up metadata of relpath under root_fd without following symlinks
+ * out of the root (openat2 RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, plus
+ * resolve_extra). If fd_out is non-NULL the opened O_RDONLY fd is
+ * returned there, else it is closed. Returns 0, -ENOENT, -EACCES, -EXDEV
+ * (escapes the root), ...
+ */
+int file_meta_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
+		     struct file_meta *meta, int *fd_out);
+
+#endif

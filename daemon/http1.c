@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The HTTP/1 connection core (see http1.h): one request state machine for
+ * every engine.
+ *
+ *   accepted -> read -> received ... -> input -> plan -> respond
+ *        ^                                                  |
+ *        +---- keep-alive: the next (pipelined) request <---+ responded
+ *                                                           |
+ *   close: lingering (shutdown, drain, then close) or abortive
+ *
+ * Each transport op completes exactly once, through the h1_core function
+ * of the same name; the core never waits and never blocks.
+ */
+#include "http1.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+
+/* A lingering close drains at most this much, for at most LINGER_MS. */
+#define LINGER_BYTES (64u * 1024)
+#define LINGER_MS    2000
+/* Free buffers kept for reuse; beyond this they go back to malloc. */
+#define POOL_MAX     64
+/* The response buffer must hold any head (and error page) respond_plan
+ * renders. */
+#define HEAD_ROOM    8192
+
+/* ---- buffers ---- */
+
+static size_t resp_cap(const struct h1_worker *hw)
+{
+	size_t cap = HEAD_ROOM;
+
+	if (!(hw->plan_flags & RESPOND_KEEP_FD) &&
+	    hw->w->cfg->buffer_size > cap)
+		cap = hw->w->cfg->buffer_size;
+	return cap;
+}
+
+static struct h1_resp *resp_get(struct h1_worker *hw)
+{
+	size_t cap = resp_cap(hw);
+	struct h1_resp *r;
+
+	while ((r = hw->free_resps)) {
+		hw->free_resps = r->next;
+		hw->n_free_resps--;
+		if (r->cap == cap)
+			return r;
+		free(r); /* buffer_size changed on reload */
+	}
+	r = malloc(sizeof(*r) + cap);
+	if (r) {
+		r->cap = cap;
+		r->plan.fd = -1;
+	}
+	return r;
+}
+
+static void resp_put(struct h1_worker *hw, struct h1_resp *r)
+{
+	if (r->plan.fd >= 0)
+		close(r->plan.fd);
+	r->plan.fd = -1;
+	if (hw->n_free_resps >= POOL_MAX) {
+		free(r);
+		return;
+	}
+	hw->n_free_resps++;
+	r->next = hw->free_resps;
+	hw->free_resps = r;
+}
+
+/* The connection's request buffer, from the pool if one is free. A free
+ * buffer keeps the next pointer and its capacity in its first bytes. */
+static bool in_get(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+	size_t cap = hw->w->cfg->max_header_bytes;
+
+	if (c->in)
+		return true;
+	while (hw->free_ins) {
+		char *b = hw->free_ins;
+
+		memcpy(&hw->free_ins, b, sizeof(char *));
+		hw->n_free_ins--;
+		if (*(size_t *)(b + sizeof(char *)) == cap) {
+			c->in = b;
+			c->in_cap = cap;
+			return true;
+		}
+		free(b); /* max_header_bytes changed on reload */
+	}
+	c->in = malloc(cap < 2 * sizeof(char *) ? 2 * sizeof(char *) : cap);
+	c->in_cap = cap;
+	return c->in != NULL;
+}
+
+/* Give the request buffer back while nothing is buffered in it: an idle
+ * keep-alive connection holds none. */
+static void in_put(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+
+	if (!c->in)
+		return;
+	if (hw->n_free_ins >= POOL_MAX) {
+		free(c->in);
+		c->in = NULL;
+		return;
+	}
+	hw->n_free_ins++;
+	memcpy(c->in, &hw->free_ins, sizeof(char *));
+	memcpy(c->in + sizeof(char *), &c->in_cap, sizeof(size_t));
+	hw->free_ins = c->in;
+	c->in = NULL;
+}
+
+static void rbuf(struct h1_conn *c, char **buf, size_t *cap)
+{
+	if (!in_get(c)) {
+		*buf = NULL;
+		*cap = 0;
+		return;
+	}
+	*buf = c->in + c->in_len;
+	*cap = c->in_cap - c->in_len;
+}
+
+/* ---- the end of a connection ---- */
+
+static void release(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+
+	if (c->resp)
+		resp_put(hw, c->resp);
+	c->resp = NULL;
+	if (c->cfg)
+		config_put(c->cfg);
+	c->cfg = NULL;
+	c->in_len = 0;
+	in_put(c);
+	STAT_DEC(hw->w, conns_open);
+}
+
+/*
+ * End the connection. Graceful: shut down our side and drain what the
+ * client still sends for a moment, so that unread request bytes do not
+ * make the kernel answer our last response with a reset, which would
+ * destroy response bytes still on their way. Abortive: close now.
+ */
+static void conn_close(struct h1_conn *c, bool abortive)
+{
+	struct h1_worker *hw = c->hw;
+
+	if (abortive || hw->drain_expired) {
+		release(c);
+		hw->tp->close(c);
+		return;
+	}
+	/* Whatever is still buffered will never be answered. */
+	c->in_len = 0;
+	c->linger_bytes = 0;
+	c->linger_deadline = h1_mono_ms() + LINGER_MS;
+	c->state = H1_LINGERING;
+	hw->tp->linger(c, true, c->linger_deadline);
+}
+
+static void lingered(struct h1_conn *c, int res)
+{
+	if (res > 0 && !c->hw->drain_expired &&
+	    c->linger_bytes + (unsigned)res < LINGER_BYTES) {
+		c->linger_bytes += (unsigned)res;
+		c->hw->tp->linger(c, false, c->linger_deadline);
+		return;
+	}
+	release(c);
+	c->hw->tp->close(c);
+}
+
+/* ---- reading a request ---- */
+
+static bool spare(const struct h1_conn *c)
+{
+	return c->fresh && server_spare_fresh(c->hw->w);
+}
+
+/* Wait for (more of) a head: the idle timeout before its first byte,
+ * then its absolute deadline, however it trickles in. */
+static void read_more(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+
+	if (hw->stopping && !c->in_len && !spare(c)) {
+		conn_close(c, true);
+		return;
+	}
+	if (!c->in_len)
+		in_put(c);
+	c->state = H1_READING;
+	hw->tp->recv(c, c->in_len ? c->hdr_deadline :
+				    h1_mono_ms() + hw->w->cfg->idle_timeout_ms);
+}
+
+static void start_response(struct h1_conn *c)
+{
+	c->state = H1_RESPONDING;
+	c->hw->tp->respond(c, c->hw->w->cfg->send_timeout_ms);
+}
+
+/* Answer with an error that closes the connection; req is not usable. */
+static void fail(struct h1_conn *c, int status)
+{
+	struct h1_worker *hw = c->hw;
+
+	c->have_req = false;
+	if (!c->resp)
+		c->resp = resp_get(hw);
+	if (!c->resp || respond_error(hw->w->cfg, status, hw->now, c->resp->buf,
+				      c->resp->cap, &c->resp->plan)) {
+		conn_close(c, true);
+		return;
+	}
+	c->bytes_sent = 0;
+	c->replans = 0;
+	start_response(c);
+}
+
+/* Send the plan just rendered into c->resp (err: rendering failed). */
+static void answer(struct h1_conn *c, int err)
+{
+	if (err) {
+		log_msg(LOG_ERR, "worker %u: cannot render response (%s)",
+			c->hw->w->id, strerror(-err));
+		fail(c, 500);
+		return;
+	}
+	start_response(c);
+}
+
+/* Plan the response to c->req (again, after a transfer found the file
+ * other than planned: then whatever a cache holds is suspect, and this
+ * answer comes from a lookup of its own). */
+static void plan(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+	const struct respond_lookup *lk = hw->lookup.fn ? &hw->lookup : NULL;
+
+	if (!c->cfg)
+		c->cfg = config_get(hw->w->cfg);
+	if (c->replans) {
+		if (hw->lookup_flush)
+			hw->lookup_flush(hw->lookup.ctx);
+		lk = NULL;
+	}
+	if (c->resp->plan.fd >= 0)
+		close(c->resp->plan.fd);
+	c->resp->plan.fd = -1;
+	answer(c, respond_plan(c->cfg, lk, &c->req, hw->now, hw->plan_flags,
+			       c->resp->buf, c->resp->cap, &c->resp->plan));
+}
+
+/* Parse what has arrived; answer a complete head or read more. */
+static void input(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+	const struct orcd_config *cfg = hw->w->cfg;
+	struct http_limits lim = {
+		.max_request_line = cfg->max_request_line,
+		.max_header_bytes = cfg->max_header_bytes,
+		.max_headers = cfg->max_headers,
+	};
+	int status = 0;
+
+	if (!c->in_len) {
+		read_more(c);
+		return;
+	}
+	switch (http_parse_request(c->in, c->in_len, &lim, &c->req, &status)) {
+	case HTTP_PARSE_INCOMPLETE:
+		if (c->in_len >= c->in_cap)
+			fail(c, 431);
+		else
+			read_more(c);
+		return;
+	case HTTP_PARSE_ERROR:
+		fail(c, status);
+		return;
+	case HTTP_PARSE_OK:
+		break;
+	}
+	c->have_req = true;
+	c->fresh = false;
+	if (!c->resp)
+		c->resp = resp_get(hw);
+	if (!c->resp) {
+		conn_close(c, true);
+		return;
+	}
+	c->bytes_sent = 0;
+	c->replans = 0;
+	plan(c);
+}
+
+static void received(struct h1_conn *c, int res)
+{
+	struct h1_worker *hw = c->hw;
+
+	if (res > 0) {
+		if (!c->in_len)
+			c->hdr_deadline =
+				h1_mono_ms() + hw->w->cfg->header_timeout_ms;
+		c->in_len += (size_t)res;
+		input(c);
+		return;
+	}
+	if (res == -ETIMEDOUT && c->in_len && !hw->stopping &&
+	    !hw->drain_expired) {
+		/* RFC 9110 15.5.9: say why before closing. */
+		fail(c, 408);
+		return;
+	}
+	/* 0: the client closed; idle timeout; stopping; or the connection
+	 * broke. */
+	conn_close(c, true);
+}
+
+/* ---- the end of a response ---- */
+
+static void log_response(struct h1_conn *c)
+{
+	struct orcd_worker *w = c->hw->w;
+	int status = c->resp->plan.status;
+	int cls = status / 100;
+
+	STAT_INC(w, requests);
+	if (cls >= 2 && cls <= 5)
+		STAT_INC(w, status_class[cls]);
+	STAT_ADD(w, bytes_sent, c->bytes_sent);
+	if (w->srv->access_log)
+		access_log_write(
+			w->srv->access_log, (struct sockaddr *)&c->peer,
+			c->req.request_line.n ? &c->req : NULL, status,
+			respond_body_bytes(&c->resp->plan, c->bytes_sent),
+			c->hw->now);
+}
+
+static void response_release(struct h1_conn *c)
+{
+	resp_put(c->hw, c->resp);
+	c->resp = NULL;
+	if (c->cfg) {
+		config_put(c->cfg);
+		c->cfg = NULL;
+	}
+	c->req.request_line.n = 0;
+}
+
+static void response_done(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+	bool keep = c->resp->plan.keep_alive && c->have_req && !hw->stopping;
+	size_t used = c->have_req ? c->req.head_len : c->in_len;
+
+	log_response(c);
+	response_release(c);
+	c->have_req = false;
+	if (!keep) {
+		conn_close(c, false);
+		return;
+	}
+	/* Whatever follows the head is the next pipelined request. */
+	memmove(c->in, c->in + used, c->in_len - used);
+	c->in_len -= used;
+	if (c->in_len)
+		c->hdr_deadline = h1_mono_ms() + hw->w->cfg->header_timeout_ms;
+	input(c);
+}
+
+static void responded(struct h1_conn *c, enum h1_end end)
+{
+	struct h1_worker *hw = c->hw;
+
+	if (hw->drain_expired && end != H1_SENT)
+		end = H1_FAILED;
+	switch (end) {
+	case H1_SENT:
+		response_done(c);
+		return;
+	case H1_REPLAN:
+		/* Nothing went out: the file changed between the plan and
+		 * the transfer. Answer from fresh facts (a 404 after a
+		 * delete, the new length after a truncate), twice at most. */
+		if (c->have_req && c->replans < 2 && !hw->stopping) {
+			c->replans++;
+			plan(c);
+			return;
+		}
+		break;
+	case H1_DENIED:
+		/* The plan looked the file up with O_PATH, which needs no
+		 * read permission: only the transfer's open finds out. */
+		if (c->have_req) {
+			answer(c, respond_status(&c->req, 403, hw->now,
+						 c->resp->buf, c->resp->cap,
+						 &c->resp->plan));
+			return;
+		}
+		break;
+	case H1_FAILED:
+		break;
+	}
+	/* The response did not make it: log what was sent and end the
+	 * connection without more bytes. */
+	log_response(c);
+	response_release(c);
+	c->have_req = false;
+	conn_close(c, true);
+}
+
+/* ---- engines' entry points ---- */
+
+static void accepted(struct h1_conn *c, struct h1_worker *hw,
+		     const struct sockaddr_storage *peer, socklen_t plen)
+{
+	memset(c, 0, sizeof(*c));
+	c->hw = hw;
+	c->fresh = true;
+	if (plen > sizeof(c->peer))
+		plen = sizeof(c->peer);
+	memcpy(&c->peer, peer, plen);
+	STAT_INC(hw->w, conns_accepted);
+	STAT_INC(hw->w, conns_open);
+	if (hw->stopping && !spare(c))
+		conn_close(c, true);
+	else
+		read_more(c);
+}
+
+static void stop(struct h1_conn *c)
+{
+	if (c->state == H1_READING && !spare(c))
+		c->hw->tp->cancel(c);
+}
+
+static void discard(struct h1_conn *c)
+{
+	release(c);
+}
+
+static void worker_init(struct h1_worker *hw, struct orcd_worker *w,
+			const struct h1_transport *tp)
+{
+	memset(hw, 0, sizeof(*hw));
+	hw->w = w;
+	hw->tp = tp;
+	hw->now = time(NULL);
+}
+
+static void worker_fini(struct h1_worker *hw)
+{
+	while (hw->free_ins) {
+		char *b = hw->free_ins;
+
+		memcpy(&hw->free_ins, b, sizeof(char *));
+		free(b);
+	}
+	while (hw->free_resps) {
+		struct h1_resp *r = hw->free_resps;
+
+		hw->free_resps = r->next;
+		free(r);
+	}
+	hw->n_free_ins = hw->n_free_resps = 0;
+}
+
+const struct h1_core h1_core = {
+	.worker_init = worker_init,
+	.worker_fini = worker_fini,
+	.accepted = accepted,
+	.rbuf = rbuf,
+	.received = received,
+	.responded = responded,
+	.lingered = lingered,
+	.stop = stop,
+	.discard = discard,
+};
