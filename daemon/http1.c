@@ -22,8 +22,9 @@
 #include "log.h"
 #include "server.h"
 
-/* A lingering close drains at most this much, for at most LINGER_MS. */
-#define LINGER_BYTES (64u * 1024)
+/* A lingering close drains for at most this long, however much comes
+ * (nginx bounds it by time alone, too: a byte bound would reset the very
+ * clients that pipelined the most). */
 #define LINGER_MS    2000
 /* Free buffers kept for reuse; beyond this they go back to malloc. */
 #define POOL_MAX     64
@@ -168,7 +169,6 @@ static void conn_close(struct h1_conn *c, bool abortive)
 	}
 	/* Whatever is still buffered will never be answered. */
 	c->in_len = 0;
-	c->linger_bytes = 0;
 	c->linger_deadline = h1_mono_ms() + LINGER_MS;
 	c->state = H1_LINGERING;
 	hw->tp->linger(c, true, c->linger_deadline);
@@ -176,9 +176,7 @@ static void conn_close(struct h1_conn *c, bool abortive)
 
 static void lingered(struct h1_conn *c, int res)
 {
-	if (res > 0 && !c->hw->drain_expired &&
-	    c->linger_bytes + (unsigned)res < LINGER_BYTES) {
-		c->linger_bytes += (unsigned)res;
+	if (res > 0 && !c->hw->drain_expired) {
 		c->hw->tp->linger(c, false, c->linger_deadline);
 		return;
 	}

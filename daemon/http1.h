@@ -115,7 +115,6 @@ struct h1_conn {
 	struct orcd_config *cfg; /* held while a response is planned */
 	uint64_t bytes_sent;	 /* this response; the transport adds */
 	unsigned replans;
-	unsigned linger_bytes;
 	int64_t hdr_deadline; /* the head must be complete by then */
 	int64_t linger_deadline;
 	struct sockaddr_storage peer;

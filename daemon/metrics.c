@@ -6,11 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
 #include "http_parse.h"
 #include "http_render.h"
 #include "log.h"
@@ -43,7 +42,8 @@ static void put(struct out *o, const char *fmt, ...)
 
 static unsigned long long ld(const _Atomic uint64_t *v)
 {
-	return (unsigned long long)atomic_load_explicit(v, memory_order_relaxed);
+	return (unsigned long long)atomic_load_explicit(v,
+							memory_order_relaxed);
 }
 
 static void metric(struct out *o, const char *name, const char *type,
@@ -56,26 +56,29 @@ static void metric(struct out *o, const char *name, const char *type,
 ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 		       char *buf, size_t cap)
 {
-	static const char *const outcome[] = { "open_failed", "short_read",
-					       "send_error", "client_gone",
-					       "close_repaired" };
-	const _Atomic uint64_t *oc[] = { &t->chain_open_failed,
-					 &t->chain_short_read,
-					 &t->chain_send_error,
-					 &t->chain_client_gone,
-					 &t->chain_close_repaired };
+	static const char *const outcome[] = {"open_failed", "short_read",
+					      "send_error", "client_gone",
+					      "close_repaired"};
+	const _Atomic uint64_t *oc[] = {&t->chain_open_failed,
+					&t->chain_short_read,
+					&t->chain_send_error,
+					&t->chain_client_gone,
+					&t->chain_close_repaired};
 	_Static_assert(sizeof(t->stat_cache) / sizeof(t->stat_cache[0]) ==
 			       SC_NCOUNTERS,
 		       "orcd_stats.stat_cache has one counter per SC_*");
 	static const char *const sc_name[SC_NCOUNTERS] = {
-		[SC_HITS] = "hit", [SC_MISSES] = "miss",
-		[SC_BYPASS] = "bypass", [SC_FLUSHES] = "flush"
-	};
-	struct out o = { buf, cap, 0, false };
+		[SC_HITS] = "hit",
+		[SC_MISSES] = "miss",
+		[SC_BYPASS] = "bypass",
+		[SC_FLUSHES] = "flush"};
+	struct out o = {buf, cap, 0, false};
 	int i;
 
-	put(&o, "# HELP orcd_info Engine in use.\n# TYPE orcd_info gauge\n"
-		"orcd_info{engine=\"%s\"} 1\n", engine);
+	put(&o,
+	    "# HELP orcd_info Engine in use.\n# TYPE orcd_info gauge\n"
+	    "orcd_info{engine=\"%s\"} 1\n",
+	    engine);
 	put(&o, "# HELP orcd_requests_total Responses by status class.\n"
 		"# TYPE orcd_requests_total counter\n");
 	for (i = 2; i <= 5; i++)
@@ -105,21 +108,89 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	       "Chosen fds found busy (must stay 0).", &t->ebusy);
 	metric(&o, "submits_total", "counter",
 	       "io_uring_enter calls / event-loop wake-ups.", &t->submits);
-	put(&o, "# HELP orcd_stat_cache_total File metadata lookups by how the stat cache answered them.\n"
-		"# TYPE orcd_stat_cache_total counter\n");
+	put(&o,
+	    "# HELP orcd_stat_cache_total File metadata lookups by how the stat cache answered them.\n"
+	    "# TYPE orcd_stat_cache_total counter\n");
 	for (i = 0; i < SC_NCOUNTERS; i++)
 		put(&o, "orcd_stat_cache_total{result=\"%s\"} %llu\n",
 		    sc_name[i], ld(&t->stat_cache[i]));
-	put(&o, "# HELP orcd_chain_outcomes_total Chains that did not run to the end, by cause.\n"
-		"# TYPE orcd_chain_outcomes_total counter\n");
+	put(&o,
+	    "# HELP orcd_chain_outcomes_total Chains that did not run to the end, by cause.\n"
+	    "# TYPE orcd_chain_outcomes_total counter\n");
 	for (i = 0; i < 5; i++)
 		put(&o, "orcd_chain_outcomes_total{cause=\"%s\"} %llu\n",
 		    outcome[i], ld(oc[i]));
 	return o.overflow ? -ENOSPC : (ssize_t)o.len;
 }
 
-static void reply(int fd, int status, const char *ctype, const char *body,
-		  size_t blen, bool head)
+/* Connections answered at once; more wait in the listen backlog. */
+#define METRICS_CONNS 16
+/* A client has this long to send its request, and as long again to take
+ * the answer. */
+#define METRICS_MS    1000
+
+struct mconn {
+	int fd; /* -1: free */
+	int64_t deadline;
+	size_t in_len;
+	size_t out_len, out_sent; /* answering once out_len > 0 */
+	char in[8192];
+	char out[1024 + 8192];
+};
+
+struct metrics {
+	int listen_fd;
+	const char *engine;
+	metrics_snapshot_fn snapshot;
+	void *ctx;
+	unsigned n;
+	struct mconn c[METRICS_CONNS];
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct metrics *metrics_new(int listen_fd, const char *engine,
+			    metrics_snapshot_fn snapshot, void *ctx)
+{
+	struct metrics *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->listen_fd = listen_fd;
+	m->engine = engine;
+	m->snapshot = snapshot;
+	m->ctx = ctx;
+	for (unsigned i = 0; i < METRICS_CONNS; i++)
+		m->c[i].fd = -1;
+	return m;
+}
+
+static void mconn_close(struct metrics *m, struct mconn *c)
+{
+	close(c->fd);
+	c->fd = -1;
+	m->n--;
+}
+
+void metrics_free(struct metrics *m)
+{
+	if (!m)
+		return;
+	for (unsigned i = 0; i < METRICS_CONNS; i++)
+		if (m->c[i].fd >= 0)
+			mconn_close(m, &m->c[i]);
+	free(m);
+}
+
+/* Render head and body into c->out. */
+static void reply(struct mconn *c, int status, const char *ctype,
+		  const char *body, size_t blen, bool head)
 {
 	struct http_response r = {
 		.status = status,
@@ -131,74 +202,176 @@ static void reply(int fd, int status, const char *ctype, const char *body,
 		.content_length = (int64_t)blen,
 		.allow = status == 405 ? "GET, HEAD" : NULL,
 	};
-	char hdr[1024];
-	ssize_t n = http_render_head(&r, hdr, sizeof(hdr));
+	ssize_t n = http_render_head(&r, c->out, sizeof(c->out));
 
-	if (n < 0)
+	if (n < 0 || (!head && (size_t)n + blen > sizeof(c->out))) {
+		c->out_len = 0;
 		return;
-	n = send(fd, hdr, (size_t)n, MSG_NOSIGNAL | (head ? 0 : MSG_MORE));
+	}
+	c->out_len = (size_t)n;
+	if (!head && blen) {
+		memcpy(c->out + n, body, blen);
+		c->out_len += blen;
+	}
+}
+
+static void answer(struct metrics *m, struct mconn *c,
+		   const struct http_request *req)
+{
+	struct orcd_stats t;
+	const char *path = NULL;
+	char body[8192];
+	bool head = req->method == HTTP_METHOD_HEAD;
+	ssize_t n;
+
+	m->snapshot(m->ctx, &t, &path);
+	if (req->method == HTTP_METHOD_OTHER)
+		reply(c, 405, NULL, NULL, 0, false);
+	else if (!path || req->path.n != strlen(path) ||
+		 memcmp(req->path.p, path, req->path.n))
+		reply(c, 404, NULL, NULL, 0, head);
+	else if ((n = metrics_render(&t, m->engine, body, sizeof(body))) < 0)
+		reply(c, 500, NULL, NULL, 0, head);
+	else
+		reply(c, 200, "text/plain; version=0.0.4", body, (size_t)n,
+		      head);
+}
+
+/* Read what has arrived; answer once a head is complete. Returns false
+ * when the connection is done with. */
+static bool on_input(struct metrics *m, struct mconn *c)
+{
+	struct http_limits lim = {4096, 8192, 64};
+	struct http_request req;
+	int status = 400;
+	ssize_t n =
+		recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, 0);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
+	if (n <= 0) {
+		log_msg(LOG_INFO,
+			"metrics: closed unanswered after %zu byte(s): %s",
+			c->in_len,
+			n == 0 ? "the client closed" : strerror(errno));
+		return false;
+	}
+	c->in_len += (size_t)n;
+	switch (http_parse_request(c->in, c->in_len, &lim, &req, &status)) {
+	case HTTP_PARSE_INCOMPLETE:
+		if (c->in_len < sizeof(c->in))
+			return true;
+		status = 431;
+		/* fall through */
+	case HTTP_PARSE_ERROR:
+		reply(c, status, NULL, NULL, 0, false);
+		break;
+	case HTTP_PARSE_OK:
+		answer(m, c, &req);
+		break;
+	}
+	if (!c->out_len)
+		return false;
+	c->deadline = mono_ms() + METRICS_MS;
+	return true;
+}
+
+/* Send what is left of the answer. Returns false when done with. */
+static bool on_output(struct mconn *c)
+{
+	ssize_t n = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
 	if (n < 0) {
 		log_msg(LOG_INFO, "metrics: sending the answer: %s",
 			strerror(errno));
-		return;
+		return false;
 	}
-	if (!head && blen)
-		(void)!send(fd, body, blen, MSG_NOSIGNAL);
+	c->out_sent += (size_t)n;
+	return c->out_sent < c->out_len;
 }
 
-void metrics_serve(struct orcd_server *s, int listen_fd)
+unsigned metrics_pollfds(const struct metrics *m, struct pollfd *p,
+			 unsigned cap)
 {
-	struct timeval tv = { .tv_sec = 1 };
-	struct http_limits lim = { 4096, 8192, 64 };
-	struct http_request req;
-	char in[8192], body[8192];
-	size_t len = 0;
-	int fd, status = 400;
-	enum http_parse_result r = HTTP_PARSE_INCOMPLETE;
+	unsigned k = 0;
 
-	fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	while (r == HTTP_PARSE_INCOMPLETE && len < sizeof(in)) {
-		ssize_t n = recv(fd, in + len, sizeof(in) - len, 0);
+	if (k < cap && m->n < METRICS_CONNS)
+		p[k++] = (struct pollfd){m->listen_fd, POLLIN, 0};
+	for (unsigned i = 0; i < METRICS_CONNS && k < cap; i++)
+		if (m->c[i].fd >= 0)
+			p[k++] = (struct pollfd){
+				m->c[i].fd, m->c[i].out_len ? POLLOUT : POLLIN,
+				0};
+	return k;
+}
 
-		if (n <= 0) {
-			const char *why = n == 0 ? "the client closed" :
-					  errno == EAGAIN ?
-						   "no request within 1 s" :
-						   strerror(errno);
+int metrics_timeout_ms(const struct metrics *m)
+{
+	int64_t now = mono_ms(), first = -1;
 
-			log_msg(LOG_INFO,
-				"metrics: closed unanswered after %zu byte(s): %s",
-				len, why);
-			break;
-		}
-		len += (size_t)n;
-		r = http_parse_request(in, len, &lim, &req, &status);
+	for (unsigned i = 0; i < METRICS_CONNS; i++)
+		if (m->c[i].fd >= 0 && (first < 0 || m->c[i].deadline < first))
+			first = m->c[i].deadline;
+	if (first < 0)
+		return -1;
+	return first <= now ? 0 : (int)(first - now);
+}
+
+static void accept_all(struct metrics *m)
+{
+	for (unsigned i = 0; i < METRICS_CONNS; i++) {
+		struct mconn *c = &m->c[i];
+
+		if (c->fd >= 0)
+			continue;
+		c->fd = accept4(m->listen_fd, NULL, NULL,
+				SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c->fd < 0)
+			return;
+		m->n++;
+		c->in_len = c->out_len = c->out_sent = 0;
+		c->deadline = mono_ms() + METRICS_MS;
 	}
-	if (r == HTTP_PARSE_OK) {
-		struct orcd_stats t;
-		bool head = req.method == HTTP_METHOD_HEAD;
-		ssize_t n;
+}
 
-		server_stats_sum(s, &t);
-		if (req.method == HTTP_METHOD_OTHER) {
-			reply(fd, 405, NULL, NULL, 0, false);
-		} else if (req.path.n != strlen(s->cfg->metrics_path) ||
-			   memcmp(req.path.p, s->cfg->metrics_path,
-				  req.path.n)) {
-			reply(fd, 404, NULL, NULL, 0, head);
-		} else if ((n = metrics_render(&t, s->engine->name, body,
-					       sizeof(body))) < 0) {
-			reply(fd, 500, NULL, NULL, 0, head);
-		} else {
-			reply(fd, 200, "text/plain; version=0.0.4", body,
-			      (size_t)n, head);
+void metrics_handle(struct metrics *m, const struct pollfd *p, unsigned n)
+{
+	int64_t now = mono_ms();
+
+	for (unsigned k = 0; k < n; k++) {
+		struct mconn *c = NULL;
+		bool keep;
+
+		if (!p[k].revents)
+			continue;
+		if (p[k].fd == m->listen_fd) {
+			accept_all(m);
+			continue;
 		}
-	} else if (r == HTTP_PARSE_ERROR) {
-		reply(fd, status, NULL, NULL, 0, false);
+		for (unsigned i = 0; i < METRICS_CONNS && !c; i++)
+			if (m->c[i].fd == p[k].fd)
+				c = &m->c[i];
+		if (!c)
+			continue;
+		keep = c->out_len ? on_output(c) : on_input(m, c);
+		if (keep && c->out_len && c->out_sent == 0)
+			keep = on_output(c); /* usually all of it at once */
+		if (!keep)
+			mconn_close(m, c);
 	}
-	close(fd);
+	for (unsigned i = 0; i < METRICS_CONNS; i++) {
+		struct mconn *c = &m->c[i];
+
+		if (c->fd < 0 || c->deadline > now)
+			continue;
+		log_msg(LOG_INFO,
+			"metrics: closed unanswered after %zu byte(s): %s",
+			c->in_len,
+			c->out_len ? "the answer was not taken in time" :
+				     "no whole request in time");
+		mconn_close(m, c);
+	}
 }

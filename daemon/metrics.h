@@ -4,6 +4,7 @@
 #define ORCD_METRICS_H
 
 #include <stddef.h>
+#include <poll.h>
 #include <sys/types.h>
 
 #include "server.h"
@@ -13,11 +14,28 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 		       char *buf, size_t cap);
 
 /*
- * Answer one connection on the metrics listener: read the request head
- * (bounded in size and time), answer GET/HEAD of cfg->metrics_path with
- * the counters, anything else with 404/405, and close. Runs on the main
- * thread, so a slow client costs at most the read timeout.
+ * The metrics listener and the connections it answers, served from the
+ * main thread's poll loop without ever blocking it: sockets are non-
+ * blocking, a client has a second to send its request and a second to
+ * take the answer, and at most 16 are answered at once (more wait in the
+ * backlog). GET/HEAD of the metrics path get the counters, anything else
+ * 404/405; every connection closes after its answer.
+ *
+ * The counters come from snapshot(), which fills a sum of the workers'
+ * counters and the path the page lives at (the current config's).
  */
-void metrics_serve(struct orcd_server *s, int listen_fd);
+struct metrics;
+typedef void (*metrics_snapshot_fn)(void *ctx, struct orcd_stats *out,
+				    const char **path);
+
+struct metrics *metrics_new(int listen_fd, const char *engine,
+			    metrics_snapshot_fn snapshot, void *ctx);
+void metrics_free(struct metrics *m);
+/* The pollfds to wait on now (at most cap), and how long at most (ms, -1
+ * for no bound); after poll(), metrics_handle() with the same entries. */
+unsigned metrics_pollfds(const struct metrics *m, struct pollfd *p,
+			 unsigned cap);
+int metrics_timeout_ms(const struct metrics *m);
+void metrics_handle(struct metrics *m, const struct pollfd *p, unsigned n);
 
 #endif

@@ -632,9 +632,21 @@ static bool all_turned(const struct orcd_server *s)
 	return true;
 }
 
-/* Wait for signals and worker exits; returns the process exit code. */
+/* What the metrics page shows: the counters summed now, at the path
+ * the current config names. Main thread only. */
+static void metrics_snapshot(void *ctx, struct orcd_stats *out,
+			     const char **path)
+{
+	struct orcd_server *s = ctx;
+
+	server_stats_sum(s, out);
+	*path = s->cfg->metrics_path;
+}
+
+/* Wait for signals and worker exits, and serve the metrics page (m may
+ * be NULL); returns the process exit code. */
 static int main_loop(struct orcd_server *s, const struct cli_opts *o,
-		     int sig_fd, int done_fd, int metrics_fd)
+		     int sig_fd, int done_fd, struct metrics *m)
 {
 	struct watchdog wd;
 	bool ready = false;
@@ -643,9 +655,10 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 	watchdog_init(&wd, s->n_workers);
 	while (!atomic_load(&s->stopping) || s->retiring ||
 	       !all_done(s->workers, s->n_workers)) {
-		struct pollfd p[3] = { { sig_fd, POLLIN, 0 },
-				       { done_fd, POLLIN, 0 },
-				       { metrics_fd, POLLIN, 0 } };
+		struct pollfd p[2 + 17] = { { sig_fd, POLLIN, 0 },
+					    { done_fd, POLLIN, 0 } };
+		unsigned np = 2;
+		int timeout, mt;
 		struct signalfd_siginfo si;
 		uint64_t v;
 
@@ -657,17 +670,22 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 			sd_notify(0, "READY=1");
 			notify_status(s);
 		}
-		if (poll(p, metrics_fd >= 0 ? 3 : 2,
-			 ready ? poll_timeout_ms(&wd) : 10) < 0 &&
-		    errno != EINTR) {
+		timeout = ready ? poll_timeout_ms(&wd) : 10;
+		if (m) {
+			np += metrics_pollfds(m, p + 2, 17);
+			mt = metrics_timeout_ms(m);
+			if (mt >= 0 && mt < timeout)
+				timeout = mt;
+		}
+		if (poll(p, np, timeout) < 0 && errno != EINTR) {
 			log_msg(LOG_ERR, "poll: %s; stopping", strerror(errno));
 			rc = 1;
 			atomic_store(&s->stopping, true);
 			wake_workers(s);
 			break;
 		}
-		if (metrics_fd >= 0 && (p[2].revents & POLLIN))
-			metrics_serve(s, metrics_fd);
+		if (m)
+			metrics_handle(m, p + 2, np - 2);
 		if (ready) /* systemd arms the watchdog at READY=1 */
 			watchdog_check(&wd, s);
 		if (p[1].revents & POLLIN && read(done_fd, &v, sizeof(v)) > 0) {
@@ -775,6 +793,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	char err[1024], why[1024];
 	sigset_t set;
 	int sig_fd = -1, done_fd = -1, metrics_fd = -1, rc = 1;
+	struct metrics *m = NULL;
 	unsigned k, total, started = 0;
 
 	pthread_mutex_init(&s.cfg_lock, NULL);
@@ -846,13 +865,19 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		log_msg(LOG_ERR, "engine %s: %s", s.engine->name, err);
 		goto out;
 	}
+	if (metrics_fd >= 0 &&
+	    !(m = metrics_new(metrics_fd, s.engine->name, metrics_snapshot,
+			      &s))) {
+		log_msg(LOG_ERR, "metrics: out of memory");
+		goto out;
+	}
 	started = start_workers(&s, s.workers, s.n_workers, cfg);
 	if (started < s.n_workers)
 		atomic_store(&s.stopping, true);
 	/* READY=1 comes from main_loop once every worker's loop runs. */
 	s.n_workers = started;
 	wake_workers(&s);
-	rc = main_loop(&s, o, sig_fd, done_fd, metrics_fd);
+	rc = main_loop(&s, o, sig_fd, done_fd, m);
 	/* s.workers may be a later generation than the one started here. */
 	for (k = 0; k < s.n_workers; k++) {
 		pthread_join(s.workers[k].thread, NULL);
@@ -878,6 +903,7 @@ out:
 		close(sig_fd);
 	if (done_fd >= 0)
 		close(done_fd);
+	metrics_free(m);
 	if (metrics_fd >= 0)
 		close(metrics_fd);
 	free(s.workers);

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The metrics page (Prometheus text) on its own listener: answers GET and
+HEAD of its path, 404/405 otherwise, and never lets one slow client hold
+the main thread, which also handles signals and the systemd watchdog."""
+
+import sys
+import threading
+import time
+
+import orcdtest
+from orcdtest import check, eq
+
+SLACK = 3.0  # scheduling slack on a loaded CI machine
+
+
+class Server(orcdtest.Orcd):
+    def __init__(self):
+        self.metrics_port = orcdtest.free_port()
+        super().__init__(conf="metrics on;\nmetrics_listen 127.0.0.1:%d;\n"
+                         % self.metrics_port)
+
+    def metrics_conn(self):
+        return orcdtest.Conn(("127.0.0.1", self.metrics_port), timeout=5)
+
+
+def ask(srv, request, head=False):
+    with srv.metrics_conn() as c:
+        c.send(request)
+        r = c.read_response(head_request=head)
+        check(c.closed_by_peer(), "metrics connection left open")
+        return r
+
+
+@orcdtest.case
+def counters_at_the_path(srv):
+    srv.get("/hello.txt")
+    r = ask(srv, b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n")
+    eq(r.status, 200, "status")
+    check(r.header("content-type", "").startswith("text/plain"),
+          "content type %r" % r.header("content-type"))
+    check(b"orcd_requests_total{class=\"2xx\"}" in r.body,
+          "no request counter in %r" % r.body[:200])
+    check(("orcd_info{engine=\"%s\"} 1" % srv.engine).encode() in r.body,
+          "engine not named")
+    r = ask(srv, b"HEAD /metrics HTTP/1.1\r\nHost: m\r\n\r\n", head=True)
+    eq((r.status, r.body), (200, b""), "HEAD")
+
+
+@orcdtest.case
+def other_paths_and_methods(srv):
+    eq(ask(srv, b"GET /nope HTTP/1.1\r\nHost: m\r\n\r\n").status, 404,
+       "other path")
+    eq(ask(srv, b"POST /metrics HTTP/1.1\r\nHost: m\r\n"
+               b"Content-Length: 0\r\n\r\n").status, 405, "POST")
+    eq(ask(srv, b"GET /metrics HTTP/1.1\r\nHost: m\r\nBad header\r\n\r\n")
+       .status, 400, "malformed head")
+
+
+def trickle(c, head, out, limit):
+    """Send head a byte every 0.2 s until orcd closes or limit passes;
+    out["cut"] = seconds until orcd closed the connection (or None)."""
+    t0 = time.monotonic()
+    out["cut"] = None
+    for i in range(len(head)):
+        if time.monotonic() - t0 > limit:
+            return
+        try:
+            c.send(head[i:i + 1])
+        except (BrokenPipeError, ConnectionResetError):
+            out["cut"] = time.monotonic() - t0
+            return
+        if c.closed_by_peer(0.2):
+            out["cut"] = time.monotonic() - t0
+            return
+
+
+@orcdtest.case
+def slow_client_does_not_hold_the_page(srv):
+    # One byte every 0.2 s, a head that never ends: the page must answer
+    # another client meanwhile (the thread that serves it also handles
+    # signals and the watchdog), and cut the trickler off at about 1 s.
+    out = {}
+    head = b"GET /metrics HTTP/1.1\r\nHost: m\r\nX-Slow: " + b"a" * 100
+    with srv.metrics_conn() as slow:
+        t = threading.Thread(target=trickle,
+                             args=(slow, head, out, 1.0 + 2 * SLACK))
+        t.start()
+        try:
+            time.sleep(0.3)
+            t1 = time.monotonic()
+            r = ask(srv, b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n")
+            took = time.monotonic() - t1
+        finally:
+            t.join()
+    eq(r.status, 200, "second client's status")
+    check(took < 2.0, "a second client waited %.1fs behind a slow one"
+          % took)
+    check(out["cut"] is not None, "a trickled head is still read after "
+          "%.0fs" % (1.0 + 2 * SLACK))
+    check(out["cut"] < 1.0 + SLACK, "trickler cut off after %.1fs"
+          % out["cut"])
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run(Server))
