@@ -25,12 +25,12 @@
 /* A lingering close drains for at most this long, however much comes
  * (nginx bounds it by time alone, too: a byte bound would reset the very
  * clients that pipelined the most). */
-#define LINGER_MS    2000
+#define LINGER_MS 2000
 /* Free buffers kept for reuse; beyond this they go back to malloc. */
-#define POOL_MAX     64
+#define POOL_MAX  64
 /* The response buffer must hold any head (and error page) respond_plan
  * renders. */
-#define HEAD_ROOM    8192
+#define HEAD_ROOM 8192
 
 /* ---- buffers ---- */
 
