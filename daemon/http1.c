@@ -64,11 +64,17 @@ static struct h1_resp *resp_get(struct h1_worker *hw)
 	return r;
 }
 
-static void resp_put(struct h1_worker *hw, struct h1_resp *r)
+/* Before a plan is rendered again: the file an earlier one opened goes. */
+static void drop_fd(struct h1_resp *r)
 {
 	if (r->plan.fd >= 0)
 		close(r->plan.fd);
 	r->plan.fd = -1;
+}
+
+static void resp_put(struct h1_worker *hw, struct h1_resp *r)
+{
+	drop_fd(r);
 	if (hw->n_free_resps >= POOL_MAX) {
 		free(r);
 		return;
@@ -222,6 +228,8 @@ static void fail(struct h1_conn *c, int status)
 	c->have_req = false;
 	if (!c->resp)
 		c->resp = resp_get(hw);
+	if (c->resp)
+		drop_fd(c->resp);
 	if (!c->resp || respond_error(hw->w->cfg, status, hw->now, c->resp->buf,
 				      c->resp->cap, &c->resp->plan)) {
 		conn_close(c, true);
@@ -259,9 +267,7 @@ static void plan(struct h1_conn *c)
 			hw->lookup_flush(hw->lookup.ctx);
 		lk = NULL;
 	}
-	if (c->resp->plan.fd >= 0)
-		close(c->resp->plan.fd);
-	c->resp->plan.fd = -1;
+	drop_fd(c->resp);
 	answer(c, respond_plan(c->cfg, lk, &c->req, hw->now, hw->plan_flags,
 			       c->resp->buf, c->resp->cap, &c->resp->plan));
 }
@@ -407,6 +413,7 @@ static void responded(struct h1_conn *c, enum h1_end end)
 		/* The plan looked the file up with O_PATH, which needs no
 		 * read permission: only the transfer's open finds out. */
 		if (c->have_req) {
+			drop_fd(c->resp);
 			answer(c, respond_status(&c->req, 403, hw->now,
 						 c->resp->buf, c->resp->cap,
 						 &c->resp->plan));

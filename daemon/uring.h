@@ -125,6 +125,7 @@ struct uconn {
 	bool timed_out; /* a link timeout fired in this batch */
 	bool file_open; /* open succeeded, close not completed */
 	bool cancel_sent;
+	bool cancel_wanted; /* a deferred recv was cancelled */
 	struct uring_worker *uw;
 	struct uconn *prev, *next; /* live list */
 	int sock;		   /* slot of the socket */

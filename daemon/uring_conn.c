@@ -30,6 +30,13 @@ static void arm_recv(struct uconn *c)
 	struct io_uring_sqe *sqe = uring_sqe(uw, 2);
 	size_t cap = 0;
 
+	if (c->cancel_wanted) {
+		/* Cancelled while waiting for SQ room. */
+		c->cancel_wanted = false;
+		c->state = CS_IDLE;
+		uw->core->received(&c->h1, -ECANCELED);
+		return;
+	}
 	if (!sqe) {
 		uring_defer(c, arm_recv);
 		return;
@@ -119,6 +126,11 @@ static void ur_cancel(struct h1_conn *h)
 	struct uring_worker *uw = c->uw;
 	struct io_uring_sqe *sqe;
 
+	if (c->is_deferred && c->retry == arm_recv) {
+		/* Not submitted yet: the retry completes it instead. */
+		c->cancel_wanted = true;
+		return;
+	}
 	if (c->state != CS_RECV || c->cancel_sent || !c->pending)
 		return;
 	sqe = uring_sqe(uw, 1);
