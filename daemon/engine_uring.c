@@ -350,13 +350,25 @@ static void run_deferred(struct uring_worker *uw)
 	}
 }
 
+/* Connections whose op got no further by its deadline. */
+static void expire_timers(struct uring_worker *uw)
+{
+	struct tw_timer *t;
+
+	while ((t = tw_expire(&uw->tw, uw->now_ms)))
+		uw->hooks->conn_timeout(
+			(struct uconn *)((char *)t -
+					 offsetof(struct uconn, timer)));
+}
+
 static int uring_loop(struct uring_worker *uw)
 {
-	struct __kernel_timespec tick = {.tv_sec = 1};
+	struct __kernel_timespec tick;
 	int64_t unwind_deadline = 0;
 
 	for (;;) {
 		struct io_uring_cqe *cqe;
+		int64_t wait;
 		int r;
 
 		server_heartbeat(uw->w); /* `tick` bounds an idle turn */
@@ -372,6 +384,10 @@ static int uring_loop(struct uring_worker *uw)
 			else if (mono_ms() > unwind_deadline)
 				return 0;
 		}
+		/* At most a second, so that `heartbeat` moves when idle. */
+		wait = tw_wait_ms(&uw->tw, uw->now_ms, 1000);
+		tick.tv_sec = wait / 1000;
+		tick.tv_nsec = (wait % 1000) * 1000000;
 		r = io_uring_submit_and_wait_timeout(&uw->ring, &cqe, 1, &tick,
 						     NULL);
 		STAT_INC(uw->w, submits);
@@ -382,6 +398,8 @@ static int uring_loop(struct uring_worker *uw)
 			return r;
 		}
 		uw->hw.now = time(NULL);
+		uw->now_ms = mono_ms();
+		expire_timers(uw);
 		for (;;) {
 			struct io_uring_cqe *cqes[64];
 			uint64_t data[64];
@@ -467,6 +485,8 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->core->worker_init(&uw->hw, w, hooks->tp);
 	uw->wake.kind = UOP_WAKE;
 	uw->drain.kind = UOP_TIMER;
+	uw->now_ms = mono_ms();
+	tw_init(&uw->tw, uw->now_ms);
 	r = uring_slot_range(uw, &base, &n);
 	if (r) {
 		log_msg(LOG_ERR, "worker %u: slot range: %s", w->id,

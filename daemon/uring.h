@@ -25,6 +25,7 @@
 #include "http1.h"
 #include "slots.h"
 #include "stat_cache.h"
+#include "timerwheel.h"
 
 struct orcd_worker;
 struct orcd_config;
@@ -65,11 +66,9 @@ enum uop_kind {
 /* What a connection's CQE was for. */
 enum ustep {
 	ST_RECV,
-	ST_RECV_LT,
 	ST_OPEN,
 	ST_READ,
 	ST_SEND,
-	ST_SEND_LT,
 	ST_CLOSE_FILE,
 	ST_SHUTDOWN,
 	ST_CLOSE_SOCK,
@@ -122,7 +121,7 @@ struct uconn {
 	uint8_t kind; /* UOP_CONN */
 	uint8_t state;
 	uint8_t after;	/* enum uafter, pending a repair close */
-	bool timed_out; /* a link timeout fired in this batch */
+	bool timed_out; /* its timer fired during this batch */
 	bool file_open; /* open succeeded, close not completed */
 	bool cancel_sent;
 	bool cancel_wanted; /* a deferred recv was cancelled */
@@ -142,7 +141,9 @@ struct uconn {
 	size_t send_off, send_len; /* in the response buffer, current send */
 	unsigned send_timeout_ms;  /* a send without progress fails */
 	struct orcd_open_how how;  /* the chain's open reads it at issue */
-	struct __kernel_timespec ts_recv, ts_send;
+	/* The deadline of the op in flight (recv: the core's; sends: no
+	 * progress for send_timeout), kept in the worker's wheel. */
+	struct tw_timer timer;
 	/* SQ had no room: run retry() at the top of the next iteration. */
 	void (*retry)(struct uconn *c);
 	struct uconn *next_deferred;
@@ -180,6 +181,8 @@ struct uring_hooks {
 			 const struct sockaddr_storage *peer, socklen_t plen);
 	void (*conn_cqe)(struct uconn *c, enum ustep st, int res,
 			 unsigned cflags);
+	/* The connection's timer fired. */
+	void (*conn_timeout)(struct uconn *c);
 	/* A slot a waiter queued for was handed to it. */
 	void (*slot_ready)(struct slot_waiter *wt);
 	void (*stop_all)(struct uring_worker *uw);
@@ -214,7 +217,9 @@ struct uring_worker {
 	struct uconn *deferred; /* waiting for SQ room (via next) */
 	struct stat_cache *sc;	/* metadata lookups of this worker */
 	unsigned chains_inflight;
-	int fatal; /* -errno that ends the loop */
+	struct timerwheel tw;
+	int64_t now_ms; /* CLOCK_MONOTONIC, taken once per loop turn */
+	int fatal;	/* -errno that ends the loop */
 };
 
 /* uring_setup.c */

@@ -4,7 +4,7 @@
  * here. A body comes from a chain submitted at once:
  *
  *   openat2(slot F)  -LINK->  read(F)  -LINK->  send(sock)  -HARDLINK->
- *   [link timeout]  -LINK->  close(F)
+ *   close(F)
  *
  * open and read are IOSQE_IO_LINK: a failed open or a short read cancels
  * everything after it, so no send ever carries stale buffer bytes. The
@@ -20,8 +20,8 @@
  *
  * send_timeout means "no progress for this long", as on every engine:
  * sends go without MSG_WAITALL, so each send completes as soon as some
- * bytes went out, and the link timeout on it bounds the wait for that
- * progress only. A short send is progress: the rest follows in a send of
+ * bytes went out, and the timer armed with it (the worker's wheel, not a
+ * linked timeout) bounds the wait for that progress only. A short send is progress: the rest follows in a send of
  * its own before anything else happens on the connection.
  *
  * The outcome goes up to the HTTP/1 core through its responded().
@@ -52,17 +52,10 @@ static struct h1_resp *resp_of(struct uconn *c)
 	return c->h1.resp;
 }
 
-static void arm_send_timeout(struct uconn *c, struct io_uring_sqe *sqe,
-			     bool more)
+/* A send must make progress within send_timeout. */
+static void arm_send_timer(struct uconn *c)
 {
-	unsigned ms = c->send_timeout_ms;
-
-	c->ts_send.tv_sec = ms / 1000;
-	c->ts_send.tv_nsec = (long long)(ms % 1000) * 1000000;
-	io_uring_prep_link_timeout(sqe, &c->ts_send, 0);
-	if (more)
-		sqe->flags |= IOSQE_IO_LINK;
-	uring_track(c, sqe, ST_SEND_LT, 0);
+	tw_arm(&c->uw->tw, &c->timer, c->uw->now_ms + c->send_timeout_ms);
 }
 
 /* Send buf[send_off, +send_len) with nothing from a file: heads without
@@ -70,7 +63,7 @@ static void arm_send_timeout(struct uconn *c, struct io_uring_sqe *sqe,
 static void send_plain(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
-	struct io_uring_sqe *sqe = uring_sqe(uw, 2);
+	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
 
 	if (!sqe) {
 		uring_defer(c, send_plain);
@@ -79,9 +72,9 @@ static void send_plain(struct uconn *c)
 	begin(c);
 	io_uring_prep_send(sqe, c->sock, resp_of(c)->buf + c->send_off,
 			   c->send_len, SEND_FLAGS);
-	sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
+	sqe->flags |= uw->fl->slot_sqe_flag;
 	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
-	arm_send_timeout(c, io_uring_get_sqe(&uw->ring), false);
+	arm_send_timer(c);
 }
 
 static void chain_first(struct uconn *c)
@@ -162,7 +155,7 @@ static void chain_submit(struct uconn *c, bool with_open)
 	if (chunk >= c->file_left)
 		chunk = c->file_left;
 	last = chunk == c->file_left;
-	sqe = uring_sqe(uw, (with_open ? 1 : 0) + 3 + (last ? 1 : 0));
+	sqe = uring_sqe(uw, (with_open ? 1 : 0) + 2 + (last ? 1 : 0));
 	if (!sqe) {
 		uring_defer(c, with_open ? chain_first : chain_next);
 		return;
@@ -188,10 +181,9 @@ static void chain_submit(struct uconn *c, bool with_open)
 	c->send_len = head + chunk;
 	sqe = io_uring_get_sqe(&uw->ring);
 	io_uring_prep_send(sqe, c->sock, r->buf, c->send_len, SEND_FLAGS);
-	sqe->flags |= fl->slot_sqe_flag |
-		      (last ? IOSQE_IO_HARDLINK : IOSQE_IO_LINK);
+	sqe->flags |= fl->slot_sqe_flag | (last ? IOSQE_IO_HARDLINK : 0);
 	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
-	arm_send_timeout(c, io_uring_get_sqe(&uw->ring), last);
+	arm_send_timer(c);
 	if (last) {
 		sqe = io_uring_get_sqe(&uw->ring);
 		fl->prep_close(sqe, c->file);

@@ -16,18 +16,12 @@
 #include "server.h"
 #include "uring.h"
 
-static void ts_abs_ms(struct __kernel_timespec *ts, int64_t ms)
-{
-	ts->tv_sec = ms / 1000;
-	ts->tv_nsec = (long long)(ms % 1000) * 1000000;
-}
-
 /* ---- recv ---- */
 
 static void arm_recv(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
-	struct io_uring_sqe *sqe = uring_sqe(uw, 2);
+	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
 	size_t cap = 0;
 
 	if (c->cancel_wanted) {
@@ -62,18 +56,15 @@ static void arm_recv(struct uconn *c)
 		sqe->flags |= IOSQE_BUFFER_SELECT;
 		sqe->buf_group = URING_BGID;
 	}
-	sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
+	sqe->flags |= uw->fl->slot_sqe_flag;
 	uring_track(c, sqe, ST_RECV, 0);
-	sqe = io_uring_get_sqe(&uw->ring);
-	io_uring_prep_link_timeout(sqe, &c->ts_recv, IORING_TIMEOUT_ABS);
-	uring_track(c, sqe, ST_RECV_LT, 0);
 }
 
 static void ur_recv(struct h1_conn *h, int64_t deadline_ms)
 {
 	struct uconn *c = uconn_of(h);
 
-	ts_abs_ms(&c->ts_recv, deadline_ms);
+	tw_arm(&c->uw->tw, &c->timer, deadline_ms);
 	arm_recv(c);
 }
 
@@ -183,7 +174,7 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 			return;
 		}
 	}
-	sqe = uring_sqe(uw, shutdown_first ? 3 : 2);
+	sqe = uring_sqe(uw, shutdown_first ? 2 : 1);
 	if (!sqe) {
 		/* Lingering is a courtesy: skip it when the SQ is full. */
 		c->state = CS_IDLE;
@@ -206,18 +197,15 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 		sqe->flags |= IOSQE_BUFFER_SELECT;
 		sqe->buf_group = URING_BGID;
 	}
-	sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
+	sqe->flags |= uw->fl->slot_sqe_flag;
 	uring_track(c, sqe, ST_RECV, 0);
-	sqe = io_uring_get_sqe(&uw->ring);
-	io_uring_prep_link_timeout(sqe, &c->ts_recv, IORING_TIMEOUT_ABS);
-	uring_track(c, sqe, ST_RECV_LT, 0);
 }
 
 static void ur_linger(struct h1_conn *h, bool first, int64_t deadline_ms)
 {
 	struct uconn *c = uconn_of(h);
 
-	ts_abs_ms(&c->ts_recv, deadline_ms);
+	tw_arm(&c->uw->tw, &c->timer, deadline_ms);
 	arm_linger(c, first);
 }
 
@@ -280,10 +268,17 @@ static void conn_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
 		res = take_provided(c, res, cflags);
 	if (st < ST_MAX && st != ST_CANCEL)
 		c->res[st] = res;
-	if ((st == ST_RECV_LT || st == ST_SEND_LT) && res == -ETIME)
-		c->timed_out = true;
+	if (st == ST_CANCEL && res == -ENOENT && c->timed_out &&
+	    c->pending > 1) {
+		/* The timer's cancel found nothing yet: a chain's send waits
+		 * behind its read. Give that send a timer of its own. */
+		c->timed_out = false;
+		tw_arm(&c->uw->tw, &c->timer,
+		       c->uw->now_ms + c->send_timeout_ms);
+	}
 	if (--c->pending)
 		return;
+	tw_cancel(&c->uw->tw, &c->timer);
 	switch (c->state) {
 	case CS_RECV:
 		recv_done(c);
@@ -302,6 +297,34 @@ static void conn_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
 			c->uw->w->id, c->state);
 		break;
 	}
+}
+
+/* The op in flight got no further by its deadline: cancel it; it comes
+ * back -ECANCELED with c->timed_out set, which the batch reads as a
+ * timeout. */
+static void conn_timeout(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+	struct io_uring_sqe *sqe;
+	enum ustep st;
+
+	if (!c->pending || c->cancel_sent)
+		return;
+	if (c->state == CS_RECV || c->state == CS_LINGER)
+		st = ST_RECV;
+	else if (c->state == CS_RESP)
+		st = ST_SEND;
+	else
+		return;
+	sqe = uring_sqe(uw, 1);
+	if (!sqe) {
+		tw_arm(&uw->tw, &c->timer, uw->now_ms + TW_RES_MS);
+		return;
+	}
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)c | st, 0);
+	uring_track(c, sqe, ST_CANCEL, 0);
+	c->cancel_sent = true;
+	c->timed_out = true;
 }
 
 static void accepted(struct uring_worker *uw, int slot,
@@ -361,6 +384,7 @@ static void teardown(struct uring_worker *uw)
 
 		if (c->sock >= 0 && c->state != CS_CLOSING)
 			uw->core->discard(&c->h1);
+		tw_cancel(&uw->tw, &c->timer);
 		uconn_free(c);
 	}
 	while (uw->free_conns) {
@@ -375,6 +399,7 @@ static const struct uring_hooks hooks = {
 	.tp = &uring_transport,
 	.accepted = accepted,
 	.conn_cqe = conn_cqe,
+	.conn_timeout = conn_timeout,
 	.slot_ready = uchain_slot_ready,
 	.stop_all = stop_all,
 	.kill_all = kill_all,
