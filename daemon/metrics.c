@@ -111,9 +111,12 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	put(&o,
 	    "# HELP orcd_stat_cache_total File metadata lookups by how the stat cache answered them.\n"
 	    "# TYPE orcd_stat_cache_total counter\n");
-	for (i = 0; i < SC_NCOUNTERS; i++)
+	for (i = 0; i < SC_DATA_HITS; i++)
 		put(&o, "orcd_stat_cache_total{result=\"%s\"} %llu\n",
 		    sc_name[i], ld(&t->stat_cache[i]));
+	metric(&o, "body_cache_hits_total", "counter",
+	       "Bodies sent from file contents the stat cache kept.",
+	       &t->stat_cache[SC_DATA_HITS]);
 	put(&o,
 	    "# HELP orcd_chain_outcomes_total Chains that did not run to the end, by cause.\n"
 	    "# TYPE orcd_chain_outcomes_total counter\n");

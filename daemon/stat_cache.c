@@ -43,6 +43,7 @@ struct sc_entry {
 	bool has_meta;
 	bool watched; /* a directory whose watch is in place */
 	struct file_meta meta;
+	char *data; /* the whole file as of meta, or NULL */
 	char key[];
 };
 
@@ -55,6 +56,7 @@ struct stat_cache {
 	struct orcd_config *cfg; /* referenced: what the entries are under */
 	bool usable;		 /* cfg's root can be cached */
 	bool unsynced;		 /* a batch was taken since the last sync */
+	size_t data_bytes;	 /* held in entries' data */
 	_Atomic uint64_t *ctr;
 };
 
@@ -153,12 +155,14 @@ static void drop_entries(struct stat_cache *sc)
 		while (e) {
 			struct sc_entry *next = e->next;
 
+			free(e->data);
 			free(e);
 			sc->n--;
 			e = next;
 		}
 		sc->bucket[i] = NULL;
 	}
+	sc->data_bytes = 0;
 }
 
 /* A fresh inotify instance on the same fd number: every watch goes at
@@ -385,7 +389,8 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 	if (watch_parents(sc, relpath) || (len && watch(sc, relpath, len)))
 		goto plain;
 	err = file_meta_lookup(cfg->root_fd, relpath,
-			       RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, meta, NULL);
+			       RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, meta,
+			       NULL);
 	if (err == -ELOOP || err == -EXDEV)
 		goto plain; /* a symlink or mount on the way: not ours */
 	if (err) {
@@ -409,4 +414,62 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 plain:
 	count(sc, SC_BYPASS);
 	return file_meta_lookup(cfg->root_fd, relpath, 0, meta, NULL);
+}
+
+/* Same file, same version: what a response's head was rendered from. */
+static bool same_version(const struct file_meta *a, const struct file_meta *b)
+{
+	return a->ino == b->ino && a->dev == b->dev && a->size == b->size &&
+	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec;
+}
+
+static struct sc_entry *entry_of(struct stat_cache *sc,
+				 const struct orcd_config *cfg,
+				 const char *relpath,
+				 const struct file_meta *meta)
+{
+	size_t len = strlen(relpath);
+	struct sc_entry *e;
+
+	if (!sc || !sc->usable || cfg != sc->cfg)
+		return NULL;
+	e = find(sc, relpath, len, hash_of(relpath, len));
+	if (!e || !e->has_meta || !same_version(&e->meta, meta))
+		return NULL;
+	return e;
+}
+
+const char *stat_cache_data(struct stat_cache *sc,
+			    const struct orcd_config *cfg, const char *relpath,
+			    const struct file_meta *meta)
+{
+	struct sc_entry *e = entry_of(sc, cfg, relpath, meta);
+
+	if (!e || !e->data)
+		return NULL;
+	count(sc, SC_DATA_HITS);
+	return e->data;
+}
+
+void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
+			  const char *relpath, const struct file_meta *meta,
+			  const char *data, size_t len)
+{
+	struct sc_entry *e;
+
+	if (!sc || len != meta->size || !len || len > STAT_CACHE_DATA_FILE ||
+	    sc->data_bytes + len > STAT_CACHE_DATA_TOTAL)
+		return;
+	/* Any change since the lookup has queued its event by now (it
+	 * completed before our read returned, or our read saw none of it):
+	 * read them first, so that only a version still current is kept. */
+	stat_cache_sync(sc);
+	e = entry_of(sc, cfg, relpath, meta);
+	if (!e || e->data)
+		return;
+	e->data = malloc(len);
+	if (!e->data)
+		return;
+	memcpy(e->data, data, len);
+	sc->data_bytes += len;
 }

@@ -39,10 +39,11 @@ struct stat_cache;
 /* Counters, in an array the caller owns (the worker's /metrics ones);
  * only the cache's own thread writes them. */
 enum {
-	SC_HITS,    /* answered from the cache */
-	SC_MISSES,  /* looked up and entered */
-	SC_BYPASS,  /* looked up, not cacheable (or full, or off) */
-	SC_FLUSHES, /* change events that emptied the cache */
+	SC_HITS,      /* answered from the cache */
+	SC_MISSES,    /* looked up and entered */
+	SC_BYPASS,    /* looked up, not cacheable (or full, or off) */
+	SC_FLUSHES,   /* change events that emptied the cache */
+	SC_DATA_HITS, /* bodies answered from kept file contents */
 	SC_NCOUNTERS,
 };
 
@@ -80,6 +81,28 @@ void stat_cache_sync(struct stat_cache *sc);
  * runs stat_cache_sync() first. No system call here.
  */
 void stat_cache_batch(struct stat_cache *sc);
+
+/*
+ * Small files' contents, kept beside their metadata and as true as it: a
+ * hot request for one is then a single send, with no open, read or close.
+ * A whole file of at most STAT_CACHE_DATA_FILE bytes is kept when a
+ * transfer has just read it for a plan whose facts the cache still holds
+ * (checked after reading pending change events), while the worker holds
+ * less than STAT_CACHE_DATA_TOTAL in all; every change event drops it with
+ * the rest.
+ */
+#define STAT_CACHE_DATA_FILE  (64u * 1024)
+#define STAT_CACHE_DATA_TOTAL (32u * 1024 * 1024)
+
+/* The bytes of relpath's file as of meta (meta->size of them), valid
+ * until the next lookup, sync or flush; NULL when not kept. */
+const char *stat_cache_data(struct stat_cache *sc,
+			    const struct orcd_config *cfg, const char *relpath,
+			    const struct file_meta *meta);
+/* Keep data (len bytes, the whole file) for relpath as of meta. */
+void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
+			  const char *relpath, const struct file_meta *meta,
+			  const char *data, size_t len);
 
 /* Forget everything (and drop the watches). */
 void stat_cache_flush(struct stat_cache *sc);

@@ -108,6 +108,20 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 		send_plain(c);
 		return;
 	}
+	if (p->length <= h->resp->cap - p->head_len) {
+		/* A hot small file: its bytes are kept beside its facts, and
+		 * the answer is one send. */
+		const char *d =
+			stat_cache_data(uw->sc, h->cfg, p->relpath, &p->meta);
+
+		if (d) {
+			memcpy(h->resp->buf + p->head_len, d + p->offset,
+			       p->length);
+			c->send_len += p->length;
+			send_plain(c);
+			return;
+		}
+	}
 	/* A body needs a file slot; wait in line if there is none. */
 	if (c->file < 0) {
 		int slot = slots_alloc_or_wait(&uw->slots, &c->waiter);
@@ -390,7 +404,15 @@ void uchain_batch_done(struct uconn *c)
 		after = replan_or_abort(c);
 	} else {
 		uint64_t chunk = c->want[ST_READ];
+		const struct response_plan *p = &resp_of(c)->plan;
 
+		if ((m & STEP(ST_OPEN)) && !p->offset && chunk == p->meta.size)
+			/* The whole file in one read: keep it for the next
+			 * request (the cache decides whether it may). */
+			stat_cache_keep_data(uw->sc, c->h1.cfg, p->relpath,
+					     &p->meta,
+					     resp_of(c)->buf + p->head_len,
+					     chunk);
 		c->file_off += chunk;
 		c->file_left -= chunk;
 		after = judge_send(c, c->file_left > 0);
