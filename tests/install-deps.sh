@@ -9,7 +9,7 @@ set -euo pipefail
 build=(build-essential cmake pkg-config git clang libclang-rt-14-dev
        liburing-dev libev-dev libsystemd-dev libcmocka-dev media-types
        python3 curl)
-runtime=(wrk nginx lighttpd strace gnuplot-nox systemd)
+runtime=(wrk nginx lighttpd h2o strace gnuplot-nox systemd)
 kernel=(linux-source-6.1 flex bison bc libelf-dev libssl-dev ccache cpio rsync
         xz-utils dwarves kmod qemu-system-x86 busybox-static)
 
@@ -32,9 +32,9 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-# Debian starts nginx and lighttpd on port 80 when they are installed; the
+# Debian starts nginx, lighttpd and h2o on port 80 when they are installed; the
 # benchmarks start their own instances, so the system ones stay out of the way.
-for svc in nginx lighttpd; do
+for svc in nginx lighttpd h2o; do
 	if printf '%s\n' "${missing[@]}" | grep -qx "$svc"; then
 		$SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
 	fi
