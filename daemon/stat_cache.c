@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -43,7 +44,7 @@ struct sc_entry {
 	bool has_meta;
 	bool watched; /* a directory whose watch is in place */
 	struct file_meta meta;
-	char *data; /* the whole file as of meta, or NULL */
+	struct sc_body *body; /* the file's bytes as of meta, or NULL */
 	char key[];
 };
 
@@ -56,7 +57,8 @@ struct stat_cache {
 	struct orcd_config *cfg; /* referenced: what the entries are under */
 	bool usable;		 /* cfg's root can be cached */
 	bool unsynced;		 /* a batch was taken since the last sync */
-	size_t data_bytes;	 /* held in entries' data */
+	size_t data_bytes;	 /* copied into entries' bodies */
+	size_t map_bytes;	 /* mapped by entries' bodies */
 	_Atomic uint64_t *ctr;
 };
 
@@ -155,7 +157,7 @@ static void drop_entries(struct stat_cache *sc)
 		while (e) {
 			struct sc_entry *next = e->next;
 
-			free(e->data);
+			stat_cache_body_put(e->body);
 			free(e);
 			sc->n--;
 			e = next;
@@ -163,6 +165,7 @@ static void drop_entries(struct stat_cache *sc)
 		sc->bucket[i] = NULL;
 	}
 	sc->data_bytes = 0;
+	sc->map_bytes = 0;
 }
 
 /* A fresh inotify instance on the same fd number: every watch goes at
@@ -439,16 +442,44 @@ static struct sc_entry *entry_of(struct stat_cache *sc,
 	return e;
 }
 
-const char *stat_cache_data(struct stat_cache *sc,
-			    const struct orcd_config *cfg, const char *relpath,
-			    const struct file_meta *meta)
+struct sc_body *stat_cache_body(struct stat_cache *sc,
+				const struct orcd_config *cfg,
+				const char *relpath,
+				const struct file_meta *meta)
 {
 	struct sc_entry *e = entry_of(sc, cfg, relpath, meta);
 
-	if (!e || !e->data)
+	if (!e || !e->body)
 		return NULL;
 	count(sc, SC_DATA_HITS);
-	return e->data;
+	e->body->refs++;
+	return e->body;
+}
+
+void stat_cache_body_put(struct sc_body *b)
+{
+	if (!b || --b->refs)
+		return;
+	if (b->mapped)
+		munmap(b->data, b->len);
+	free(b);
+}
+
+/* The entry that may take a body for this version: its facts still the
+ * plan's after reading pending change events. */
+static struct sc_entry *entry_for_body(struct stat_cache *sc,
+				       const struct orcd_config *cfg,
+				       const char *relpath,
+				       const struct file_meta *meta)
+{
+	struct sc_entry *e;
+
+	/* Any change since the lookup has queued its event by now (it
+	 * completed before our read returned, or our read saw none of it):
+	 * read them first, so that only a version still current is kept. */
+	stat_cache_sync(sc);
+	e = entry_of(sc, cfg, relpath, meta);
+	return e && !e->body ? e : NULL;
 }
 
 void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
@@ -456,20 +487,58 @@ void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 			  const char *data, size_t len)
 {
 	struct sc_entry *e;
+	struct sc_body *b;
 
 	if (!sc || len != meta->size || !len || len > STAT_CACHE_DATA_FILE ||
 	    sc->data_bytes + len > STAT_CACHE_DATA_TOTAL)
 		return;
-	/* Any change since the lookup has queued its event by now (it
-	 * completed before our read returned, or our read saw none of it):
-	 * read them first, so that only a version still current is kept. */
-	stat_cache_sync(sc);
-	e = entry_of(sc, cfg, relpath, meta);
-	if (!e || e->data)
+	e = entry_for_body(sc, cfg, relpath, meta);
+	if (!e || !(b = malloc(sizeof(*b) + len)))
 		return;
-	e->data = malloc(len);
-	if (!e->data)
-		return;
-	memcpy(e->data, data, len);
+	b->refs = 1;
+	b->len = len;
+	b->mapped = false;
+	b->data = (char *)(b + 1);
+	memcpy(b->data, data, len);
+	e->body = b;
 	sc->data_bytes += len;
+}
+
+void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
+			 const char *relpath, const struct file_meta *meta)
+{
+	struct file_meta now;
+	struct sc_entry *e;
+	struct sc_body *b;
+	void *map;
+	int fd;
+
+	if (!sc || meta->size <= STAT_CACHE_DATA_FILE ||
+	    meta->size > STAT_CACHE_MAP_FILE ||
+	    sc->map_bytes + meta->size > STAT_CACHE_MAP_TOTAL)
+		return;
+	e = entry_for_body(sc, cfg, relpath, meta);
+	if (!e)
+		return;
+	/* The same walk beneath the root as every lookup; the mapping is of
+	 * the version the facts describe, or none. */
+	if (file_meta_lookup(cfg->root_fd, relpath, 0, &now, &fd))
+		return;
+	map = same_version(&now, meta) ?
+		      mmap(NULL, meta->size, PROT_READ, MAP_SHARED, fd, 0) :
+		      MAP_FAILED;
+	close(fd);
+	if (map == MAP_FAILED)
+		return;
+	b = malloc(sizeof(*b));
+	if (!b) {
+		munmap(map, meta->size);
+		return;
+	}
+	b->refs = 1;
+	b->len = meta->size;
+	b->mapped = true;
+	b->data = map;
+	e->body = b;
+	sc->map_bytes += meta->size;
 }

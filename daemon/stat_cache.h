@@ -83,26 +83,45 @@ void stat_cache_sync(struct stat_cache *sc);
 void stat_cache_batch(struct stat_cache *sc);
 
 /*
- * Small files' contents, kept beside their metadata and as true as it: a
- * hot request for one is then a single send, with no open, read or close.
- * A whole file of at most STAT_CACHE_DATA_FILE bytes is kept when a
- * transfer has just read it for a plan whose facts the cache still holds
- * (checked after reading pending change events), while the worker holds
- * less than STAT_CACHE_DATA_TOTAL in all; every change event drops it with
- * the rest.
+ * Files' bytes, kept beside their facts and as true as they are, so that
+ * a hot request is sends alone, with no open, read or close:
+ * - a whole file of at most STAT_CACHE_DATA_FILE bytes is copied when a
+ *   transfer has just read it (at most STAT_CACHE_DATA_TOTAL per worker);
+ * - a larger one (up to STAT_CACHE_MAP_FILE) is mapped once a transfer
+ *   has sent it (at most STAT_CACHE_MAP_TOTAL of address space), and the
+ *   kernel sends from the page cache: one copy where read-and-send made
+ *   two.
+ * Either is kept only while the cache still holds the plan's facts after
+ * reading pending change events; every change event drops them with the
+ * rest. A body is shared: sends in flight hold a reference, so a flush
+ * never pulls bytes from under one.
  */
 #define STAT_CACHE_DATA_FILE  (64u * 1024)
 #define STAT_CACHE_DATA_TOTAL (32u * 1024 * 1024)
+#define STAT_CACHE_MAP_FILE   (1ull << 30)
+#define STAT_CACHE_MAP_TOTAL  (4ull << 30)
 
-/* The bytes of relpath's file as of meta (meta->size of them), valid
- * until the next lookup, sync or flush; NULL when not kept. */
-const char *stat_cache_data(struct stat_cache *sc,
-			    const struct orcd_config *cfg, const char *relpath,
-			    const struct file_meta *meta);
+struct sc_body {
+	unsigned refs;
+	bool mapped;
+	size_t len;
+	char *data;
+};
+
+/* relpath's bytes as of meta, with a reference the caller puts; NULL
+ * when not kept. */
+struct sc_body *stat_cache_body(struct stat_cache *sc,
+				const struct orcd_config *cfg,
+				const char *relpath,
+				const struct file_meta *meta);
+void stat_cache_body_put(struct sc_body *b);
 /* Keep data (len bytes, the whole file) for relpath as of meta. */
 void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 			  const char *relpath, const struct file_meta *meta,
 			  const char *data, size_t len);
+/* Map relpath's file as of meta (a large one a transfer just sent). */
+void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
+			 const char *relpath, const struct file_meta *meta);
 
 /* Forget everything (and drop the watches). */
 void stat_cache_flush(struct stat_cache *sc);

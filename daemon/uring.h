@@ -134,13 +134,18 @@ struct uconn {
 	int res[ST_MAX];
 	uint32_t want[ST_MAX];
 	struct slot_waiter waiter;
-	char *rbuf;		   /* where a recv without a provided
+	char *rbuf;	      /* where a recv without a provided
 				    * buffer puts its bytes */
-	uint64_t file_off;	   /* next file byte to read */
-	uint64_t file_left;	   /* file bytes not read yet */
-	size_t send_off, send_len; /* in the response buffer, current send */
-	unsigned send_timeout_ms;  /* a send without progress fails */
-	struct orcd_open_how how;  /* the chain's open reads it at issue */
+	uint64_t file_off;    /* next file byte to read */
+	uint64_t file_left;   /* file bytes not read yet */
+	const char *send_ptr; /* the current send: response buffer, */
+	size_t send_len;      /* or a kept body */
+	struct sc_body *body; /* a kept body being sent, referenced */
+	const char *body_ptr; /* its bytes not handed to a send yet */
+	uint64_t body_left;
+	bool chained;		  /* this response's body came by a chain */
+	unsigned send_timeout_ms; /* a send without progress fails */
+	struct orcd_open_how how; /* the chain's open reads it at issue */
 	/* The deadline of the op in flight (recv: the core's; sends: no
 	 * progress for send_timeout), kept in the worker's wheel. */
 	struct tw_timer timer;
@@ -253,5 +258,7 @@ void uchain_batch_done(struct uconn *c);
 void uchain_slot_ready(struct slot_waiter *wt);
 /* The drain bound passed: a respond waiting for a slot gives up. */
 void uchain_kill(struct uconn *c);
+/* Teardown: let go of a kept body a send still held. */
+void uchain_drop(struct uconn *c);
 
 #endif

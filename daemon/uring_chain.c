@@ -38,6 +38,8 @@
 
 #define STEP(s)	   (1u << (s))
 #define SEND_FLAGS MSG_NOSIGNAL
+/* Bytes of a kept body handed to one send. */
+#define BODY_PIECE (16u << 20)
 
 static void chain_submit(struct uconn *c, bool with_open);
 
@@ -58,8 +60,8 @@ static void arm_send_timer(struct uconn *c)
 	tw_arm(&c->uw->tw, &c->timer, c->uw->now_ms + c->send_timeout_ms);
 }
 
-/* Send buf[send_off, +send_len) with nothing from a file: heads without
- * a body, error pages, and the rest of a short send. */
+/* Send send_ptr[0, send_len) with nothing read from a file: heads, error
+ * pages, kept bodies, and the rest of a short send. */
 static void send_plain(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
@@ -70,11 +72,35 @@ static void send_plain(struct uconn *c)
 		return;
 	}
 	begin(c);
-	io_uring_prep_send(sqe, c->sock, resp_of(c)->buf + c->send_off,
-			   c->send_len, SEND_FLAGS);
+	/* A head with a kept body behind it: let TCP fill the segment. */
+	io_uring_prep_send(sqe, c->sock, c->send_ptr, c->send_len,
+			   SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
 	sqe->flags |= uw->fl->slot_sqe_flag;
 	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
 	arm_send_timer(c);
+}
+
+/* The next piece of a kept body (a send's length is 32 bits). */
+static void next_body_piece(struct uconn *c)
+{
+	uint64_t n = c->body_left < BODY_PIECE ? c->body_left : BODY_PIECE;
+
+	c->send_ptr = c->body_ptr;
+	c->send_len = (size_t)n;
+	c->body_ptr += n;
+	c->body_left -= n;
+}
+
+static void drop_body(struct uconn *c)
+{
+	stat_cache_body_put(c->body);
+	c->body = NULL;
+	c->body_left = 0;
+}
+
+void uchain_drop(struct uconn *c)
+{
+	drop_body(c);
 }
 
 static void chain_first(struct uconn *c)
@@ -89,6 +115,7 @@ static void chain_next(struct uconn *c)
 
 static void chain_begin(struct uconn *c)
 {
+	c->chained = true;
 	c->file_off = resp_of(c)->plan.offset;
 	c->file_left = resp_of(c)->plan.length;
 	chain_first(c);
@@ -100,27 +127,37 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 	struct uring_worker *uw = c->uw;
 	const struct response_plan *p = &h->resp->plan;
 
+	struct sc_body *b;
+
 	c->send_timeout_ms = timeout_ms;
-	c->send_off = 0;
+	c->send_ptr = h->resp->buf;
 	c->send_len = p->head_len;
 	c->file_left = 0;
+	c->chained = false;
 	if (!p->send_file || !p->length) {
 		send_plain(c);
 		return;
 	}
-	if (p->length <= h->resp->cap - p->head_len) {
-		/* A hot small file: its bytes are kept beside its facts, and
-		 * the answer is one send. */
-		const char *d =
-			stat_cache_data(uw->sc, h->cfg, p->relpath, &p->meta);
-
-		if (d) {
-			memcpy(h->resp->buf + p->head_len, d + p->offset,
-			       p->length);
-			c->send_len += p->length;
-			send_plain(c);
-			return;
-		}
+	b = stat_cache_body(uw->sc, h->cfg, p->relpath, &p->meta);
+	if (b && !b->mapped && p->length <= h->resp->cap - p->head_len) {
+		/* A hot small file: copied behind the head, one send. (Never
+		 * a mapped one: a file truncated under its mapping would
+		 * fault here; the kernel's copy in send just fails.) */
+		memcpy(h->resp->buf + p->head_len, b->data + p->offset,
+		       p->length);
+		stat_cache_body_put(b);
+		c->send_len += p->length;
+		send_plain(c);
+		return;
+	}
+	if (b) {
+		/* A hot large one: the head, then sends straight from the
+		 * mapped file, which the kernel copies once. */
+		c->body = b;
+		c->body_ptr = b->data + p->offset;
+		c->body_left = p->length;
+		send_plain(c);
+		return;
 	}
 	/* A body needs a file slot; wait in line if there is none. */
 	if (c->file < 0) {
@@ -191,7 +228,7 @@ static void chain_submit(struct uconn *c, bool with_open)
 	sqe->flags |= fl->slot_sqe_flag | IOSQE_IO_LINK;
 	uring_track(c, sqe, ST_READ, (uint32_t)chunk);
 
-	c->send_off = 0;
+	c->send_ptr = r->buf;
 	c->send_len = head + chunk;
 	sqe = io_uring_get_sqe(&uw->ring);
 	io_uring_prep_send(sqe, c->sock, r->buf, c->send_len, SEND_FLAGS);
@@ -253,6 +290,14 @@ static void act(struct uconn *c, enum uafter after)
 		chain_next(c);
 		return;
 	}
+	if (after == AFTER_DONE && c->chained) {
+		/* Sent by a chain: a large file is mapped for the next
+		 * request (the cache decides whether it may). */
+		const struct response_plan *p = &resp_of(c)->plan;
+
+		stat_cache_keep_map(uw->sc, c->h1.cfg, p->relpath, &p->meta);
+	}
+	drop_body(c);
 	c->state = CS_IDLE;
 	uw->core->responded(&c->h1,
 			    after == AFTER_NONE ? H1_FAILED : end[after]);
@@ -266,12 +311,18 @@ static enum uafter judge_send(struct uconn *c, bool more_file)
 
 	if (r > 0)
 		c->h1.bytes_sent += (uint64_t)r;
-	if (r == (int)c->want[ST_SEND])
-		return more_file ? AFTER_CHUNK : AFTER_DONE;
+	if (r == (int)c->want[ST_SEND]) {
+		if (more_file)
+			return AFTER_CHUNK;
+		if (!c->body_left)
+			return AFTER_DONE;
+		next_body_piece(c);
+		return AFTER_NONE;
+	}
 	if (r > 0 && !uw->hw.drain_expired) {
 		/* Progress, but not all: the rest goes out next, under a
 		 * fresh timeout. */
-		c->send_off += (size_t)r;
+		c->send_ptr += r;
 		c->send_len -= (size_t)r;
 		return AFTER_NONE;
 	}

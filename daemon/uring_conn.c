@@ -385,6 +385,7 @@ static void teardown(struct uring_worker *uw)
 		if (c->sock >= 0 && c->state != CS_CLOSING)
 			uw->core->discard(&c->h1);
 		tw_cancel(&uw->tw, &c->timer);
+		uchain_drop(c);
 		uconn_free(c);
 	}
 	while (uw->free_conns) {

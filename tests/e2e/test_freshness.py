@@ -301,6 +301,34 @@ def truncate_during_download(srv):
 
 
 @orcdtest.case
+def large_file_served_from_memory_stays_true(srv):
+    # A large file served a few times may be sent from a mapping of it
+    # (the io_uring engines): a rewrite with inode and times put back must
+    # be seen, and a truncate in mid-download must end that download
+    # without a wrong byte, and without taking orcd down.
+    size = 4 << 20
+    a, b = pattern(size, 3), pattern(size, 4)
+    p = srv.write_file("f/mapped.bin", a, mtime=OLD)
+    with srv.conn() as c:
+        for i in range(3):
+            r = get_on(c, "/f/mapped.bin")
+            check(r.body == a, "before, round %d" % i)
+        with open(p, "r+b") as f:
+            f.write(b)
+        os.utime(p, (OLD, OLD))
+        r = get_on(c, "/f/mapped.bin")
+        check(r.body == b, "after a rewrite with the times put back")
+        check(get_on(c, "/f/mapped.bin").body == b, "again")
+    c, got = slow_download(srv, "/f/mapped.bin", size)
+    with c:
+        os.truncate(p, 0)
+        if not drain_body(c, b, got, "mapped, truncated to 0"):
+            check(c.closed_by_peer(1), "closed")
+    still_serving(srv)
+    eq(srv.get("/f/mapped.bin").body, b"", "the truncated file")
+
+
+@orcdtest.case
 def shrink_during_download(srv):
     size = 16 << 20
     data = pattern(size, 2)
