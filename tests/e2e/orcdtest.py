@@ -316,8 +316,10 @@ class Orcd:
         return self
 
     def client_sockets(self):
-        """orcd's fds that are TCP connections (not listeners): its
-        sockets whose inode /proc/net/tcp{,6} lists with a remote port."""
+        """orcd's socket fds that are not TCP listeners: connections,
+        including one whose TCP side already ended (a FIN answered in
+        FIN_WAIT2 leaves a timewait entry without an inode, while the fd
+        stays until orcd's lingering close reads the end)."""
         inodes = set()
         for name in os.listdir("/proc/%d/fd" % self.proc.pid):
             try:
@@ -326,19 +328,17 @@ class Orcd:
                 continue
             if link.startswith("socket:["):
                 inodes.add(link[8:-1])
-        found = []
         for table in ("/proc/net/tcp", "/proc/net/tcp6"):
             try:
                 with open(table) as f:
                     next(f)
                     for line in f:
                         cols = line.split()
-                        if cols[9] in inodes and \
-                                not cols[2].endswith(":0000"):
-                            found.append(cols[9])
+                        if cols[3] == "0A":  # TCP_LISTEN
+                            inodes.discard(cols[9])
             except OSError:
                 pass
-        return found
+        return sorted(inodes)
 
     def _answers(self):
         if self.proc.poll() is not None:
