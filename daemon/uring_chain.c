@@ -126,7 +126,6 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 	struct uconn *c = uconn_of(h);
 	struct uring_worker *uw = c->uw;
 	const struct response_plan *p = &h->resp->plan;
-
 	struct sc_body *b;
 
 	c->send_timeout_ms = timeout_ms;
@@ -151,8 +150,9 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 		return;
 	}
 	if (b) {
-		/* A hot large one: the head, then sends straight from the
-		 * mapped file, which the kernel copies once. */
+		/* A hot large one (or one larger than this buffer): the
+		 * head, then sends straight from the kept bytes, which for a
+		 * mapped file the kernel copies once, from the page cache. */
 		c->body = b;
 		c->body_ptr = b->data + p->offset;
 		c->body_left = p->length;
