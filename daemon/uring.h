@@ -134,8 +134,6 @@ struct uconn {
 	int res[ST_MAX];
 	uint32_t want[ST_MAX];
 	struct slot_waiter waiter;
-	char *rbuf;	      /* where a recv without a provided
-				    * buffer puts its bytes */
 	uint64_t file_off;    /* next file byte to read */
 	uint64_t file_left;   /* file bytes not read yet */
 	const char *send_ptr; /* the current send: response buffer, */

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The io_uring engines' transport under the HTTP/1 core (http1.h): a
- * connection's socket ops (recv with a linked timeout, the lingering
- * close's shutdown and drain, the close of its socket slot), respond
- * through uring_chain.c, and the two engine structs. What the loop
+ * connection's socket ops (recv, the lingering close's shutdown and
+ * drain, the close of its socket slot; their deadlines in the worker's
+ * timer wheel), respond through uring_chain.c, and the two engine structs. What the loop
  * reports comes in through the hooks below; what the core asked for goes
  * back up through h1_core.
  */
@@ -18,10 +18,31 @@
 
 /* ---- recv ---- */
 
+/*
+ * A recv of `buf` (cap bytes), or, with buf NULL, of a provided buffer the
+ * kernel picks when bytes arrive (so a waiting connection holds none).
+ */
+static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
+		      size_t cap)
+{
+	struct uring_worker *uw = c->uw;
+
+	if (buf) {
+		io_uring_prep_recv(sqe, c->sock, buf, cap, 0);
+	} else {
+		io_uring_prep_recv(sqe, c->sock, NULL, uw->br_size, 0);
+		sqe->flags |= IOSQE_BUFFER_SELECT;
+		sqe->buf_group = URING_BGID;
+	}
+	sqe->flags |= uw->fl->slot_sqe_flag;
+	uring_track(c, sqe, ST_RECV, 0);
+}
+
 static void arm_recv(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
-	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+	struct io_uring_sqe *sqe;
+	char *buf = NULL;
 	size_t cap = 0;
 
 	if (c->cancel_wanted) {
@@ -31,33 +52,25 @@ static void arm_recv(struct uconn *c)
 		uw->core->received(&c->h1, -ECANCELED);
 		return;
 	}
-	if (!sqe) {
-		uring_defer(c, arm_recv);
-		return;
-	}
-	c->rbuf = NULL;
-	if (!c->h1.in_len && uw->br) {
-		/* Nothing buffered: let the kernel pick a buffer when bytes
-		 * arrive, so a waiting connection holds none. */
-	} else {
-		uw->core->rbuf(&c->h1, &c->rbuf, &cap);
+	/* With bytes buffered (or no buffer ring) the core's buffer takes
+	 * the rest of the head. */
+	if (c->h1.in_len || !uw->br) {
+		uw->core->rbuf(&c->h1, &buf, &cap);
 		if (!cap) {
 			c->state = CS_IDLE;
 			uw->core->received(&c->h1, -ENOMEM);
 			return;
 		}
 	}
+	/* Only now: an SQE taken is submitted, prepared or not. */
+	sqe = uring_sqe(uw, 1);
+	if (!sqe) {
+		uring_defer(c, arm_recv);
+		return;
+	}
 	uring_batch_begin(c);
 	c->state = CS_RECV;
-	if (c->rbuf) {
-		io_uring_prep_recv(sqe, c->sock, c->rbuf, cap, 0);
-	} else {
-		io_uring_prep_recv(sqe, c->sock, NULL, uw->br_size, 0);
-		sqe->flags |= IOSQE_BUFFER_SELECT;
-		sqe->buf_group = URING_BGID;
-	}
-	sqe->flags |= uw->fl->slot_sqe_flag;
-	uring_track(c, sqe, ST_RECV, 0);
+	prep_recv(c, sqe, buf, cap);
 }
 
 static void ur_recv(struct h1_conn *h, int64_t deadline_ms)
@@ -163,11 +176,13 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 {
 	struct uring_worker *uw = c->uw;
 	struct io_uring_sqe *sqe;
+	char *buf = NULL;
 	size_t cap = 0;
 
-	c->rbuf = NULL;
+	/* The bytes are discarded: a provided buffer is enough, when
+	 * there is a buffer ring. */
 	if (!uw->br) {
-		uw->core->rbuf(&c->h1, &c->rbuf, &cap);
+		uw->core->rbuf(&c->h1, &buf, &cap);
 		if (!cap) {
 			c->state = CS_IDLE;
 			uw->core->lingered(&c->h1, -ENOMEM);
@@ -189,16 +204,7 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 		uring_track(c, sqe, ST_SHUTDOWN, 0);
 		sqe = io_uring_get_sqe(&uw->ring);
 	}
-	if (c->rbuf) {
-		io_uring_prep_recv(sqe, c->sock, c->rbuf, cap, 0);
-	} else {
-		/* The bytes are discarded: a provided buffer is enough. */
-		io_uring_prep_recv(sqe, c->sock, NULL, uw->br_size, 0);
-		sqe->flags |= IOSQE_BUFFER_SELECT;
-		sqe->buf_group = URING_BGID;
-	}
-	sqe->flags |= uw->fl->slot_sqe_flag;
-	uring_track(c, sqe, ST_RECV, 0);
+	prep_recv(c, sqe, buf, cap);
 }
 
 static void ur_linger(struct h1_conn *h, bool first, int64_t deadline_ms)
