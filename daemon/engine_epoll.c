@@ -111,7 +111,7 @@ static void watch(struct ep_conn *c, int events, double after)
 
 static double until(int64_t deadline_ms)
 {
-	return (double)(deadline_ms - h1_mono_ms()) / 1000.0;
+	return (double)(deadline_ms - mono_ms()) / 1000.0;
 }
 
 /* ---- the transport ops ---- */

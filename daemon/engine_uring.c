@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mono.h"
 #include "server.h"
 #include "uring.h"
 
@@ -325,14 +326,6 @@ static void dispatch(struct uring_worker *uw, uint64_t data, int res,
 		uw->hooks->conn_cqe(obj, (enum ustep)step, res, cflags);
 		break;
 	}
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void run_deferred(struct uring_worker *uw)

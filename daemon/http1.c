@@ -175,7 +175,7 @@ static void conn_close(struct h1_conn *c, bool abortive)
 	}
 	/* Whatever is still buffered will never be answered. */
 	c->in_len = 0;
-	c->linger_deadline = h1_mono_ms() + LINGER_MS;
+	c->linger_deadline = mono_ms() + LINGER_MS;
 	c->state = H1_LINGERING;
 	hw->tp->linger(c, true, c->linger_deadline);
 }
@@ -211,7 +211,7 @@ static void read_more(struct h1_conn *c)
 		in_put(c);
 	c->state = H1_READING;
 	hw->tp->recv(c, c->in_len ? c->hdr_deadline :
-				    h1_mono_ms() + hw->w->cfg->idle_timeout_ms);
+				    mono_ms() + hw->w->cfg->idle_timeout_ms);
 }
 
 static void start_response(struct h1_conn *c)
@@ -321,7 +321,7 @@ static void received(struct h1_conn *c, int res)
 	if (res > 0) {
 		if (!c->in_len)
 			c->hdr_deadline =
-				h1_mono_ms() + hw->w->cfg->header_timeout_ms;
+				mono_ms() + hw->w->cfg->header_timeout_ms;
 		c->in_len += (size_t)res;
 		input(c);
 		return;
@@ -385,7 +385,7 @@ static void response_done(struct h1_conn *c)
 	memmove(c->in, c->in + used, c->in_len - used);
 	c->in_len -= used;
 	if (c->in_len)
-		c->hdr_deadline = h1_mono_ms() + hw->w->cfg->header_timeout_ms;
+		c->hdr_deadline = mono_ms() + hw->w->cfg->header_timeout_ms;
 	input(c);
 }
 

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "http_parse.h"
+#include "mono.h"
 #include "respond.h"
 
 struct orcd_worker;
@@ -42,7 +43,7 @@ enum h1_end {
 	H1_FAILED, /* broke off (client gone, timeout, file shrank): close */
 };
 
-/* What an engine does for the core. deadline_ms is CLOCK_MONOTONIC. */
+/* What an engine does for the core. deadline_ms is mono_ms() time. */
 struct h1_transport {
 	/* Wait for request bytes until deadline_ms. When they arrive, ask
 	 * core->rbuf() where they go, put them there and complete with
@@ -142,14 +143,5 @@ struct h1_core {
 };
 
 extern const struct h1_core h1_core;
-
-/* CLOCK_MONOTONIC in ms, for deadlines (the vDSO: no system call). */
-static inline int64_t h1_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 #endif

@@ -13,6 +13,7 @@
 #include "http_parse.h"
 #include "http_render.h"
 #include "log.h"
+#include "mono.h"
 #include "stat_cache.h"
 
 struct out {
@@ -149,14 +150,6 @@ struct metrics {
 	unsigned n;
 	struct mconn c[METRICS_CONNS];
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct metrics *metrics_new(int listen_fd, const char *engine,
 			    metrics_snapshot_fn snapshot, void *ctx)
