@@ -525,6 +525,8 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 		}
 	}
 	uring_br_setup(uw);
+	uw->fd_install = fl == &uring_flavor_direct &&
+			 uring_has_fd_install(&uw->ring);
 	uw->sc = stat_cache_new(w->cfg, w->stats.stat_cache);
 	if (!uw->sc)
 		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",

@@ -118,6 +118,9 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	metric(&o, "body_cache_hits_total", "counter",
 	       "Bodies sent from file contents the stat cache kept.",
 	       &t->stat_cache[SC_DATA_HITS]);
+	metric(&o, "sendfile_bodies_total", "counter",
+	       "Kept bodies of large files sent by sendfile(2).",
+	       &t->sendfile_bodies);
 	put(&o,
 	    "# HELP orcd_chain_outcomes_total Chains that did not run to the end, by cause.\n"
 	    "# TYPE orcd_chain_outcomes_total counter\n");

@@ -37,6 +37,7 @@ struct orcd_stats {
 	_Atomic uint64_t chain_send_error;
 	_Atomic uint64_t chain_client_gone;
 	_Atomic uint64_t chain_close_repaired;
+	_Atomic uint64_t sendfile_bodies; /* kept bodies sent by sendfile */
 	_Atomic uint64_t ebusy;
 	_Atomic uint64_t submits; /* io_uring_enter / event-loop wakeups */
 	/* stat cache (io_uring engines), in stat_cache.h's SC_* order */

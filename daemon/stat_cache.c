@@ -59,6 +59,7 @@ struct stat_cache {
 	bool unsynced;		 /* a batch was taken since the last sync */
 	size_t data_bytes;	 /* copied into entries' bodies */
 	size_t map_bytes;	 /* mapped by entries' bodies */
+	unsigned map_fds;	 /* mapped files kept open by them */
 	_Atomic uint64_t *ctr;
 };
 
@@ -166,6 +167,7 @@ static void drop_entries(struct stat_cache *sc)
 	}
 	sc->data_bytes = 0;
 	sc->map_bytes = 0;
+	sc->map_fds = 0;
 }
 
 /* A fresh inotify instance on the same fd number: every watch goes at
@@ -462,6 +464,8 @@ void stat_cache_body_put(struct sc_body *b)
 		return;
 	if (b->mapped)
 		munmap(b->data, b->len);
+	if (b->fd >= 0)
+		close(b->fd);
 	free(b);
 }
 
@@ -498,6 +502,7 @@ void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 	b->refs = 1;
 	b->len = len;
 	b->mapped = false;
+	b->fd = -1;
 	b->data = (char *)(b + 1);
 	memcpy(b->data, data, len);
 	e->body = b;
@@ -527,17 +532,23 @@ void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 	map = same_version(&now, meta) ?
 		      mmap(NULL, meta->size, PROT_READ, MAP_SHARED, fd, 0) :
 		      MAP_FAILED;
-	close(fd);
-	if (map == MAP_FAILED)
-		return;
-	b = malloc(sizeof(*b));
+	b = map == MAP_FAILED ? NULL : malloc(sizeof(*b));
 	if (!b) {
-		munmap(map, meta->size);
+		if (map != MAP_FAILED)
+			munmap(map, meta->size);
+		close(fd);
 		return;
+	}
+	if (sc->map_fds < STAT_CACHE_MAP_FDS) {
+		sc->map_fds++;
+	} else {
+		close(fd);
+		fd = -1;
 	}
 	b->refs = 1;
 	b->len = meta->size;
 	b->mapped = true;
+	b->fd = fd;
 	b->data = map;
 	e->body = b;
 	sc->map_bytes += meta->size;

@@ -90,7 +90,8 @@ void stat_cache_batch(struct stat_cache *sc);
  * - a larger one (up to STAT_CACHE_MAP_FILE) is mapped once a transfer
  *   has sent it (at most STAT_CACHE_MAP_TOTAL of address space), and the
  *   kernel sends from the page cache: one copy where read-and-send made
- *   two.
+ *   two. The first STAT_CACHE_MAP_FDS of them also stay open, so that a
+ *   transport with a real socket fd can sendfile() them: no copy at all.
  * Either is kept only while the cache still holds the plan's facts after
  * reading pending change events; every change event drops them with the
  * rest. A body is shared: sends in flight hold a reference, so a flush
@@ -100,10 +101,12 @@ void stat_cache_batch(struct stat_cache *sc);
 #define STAT_CACHE_DATA_TOTAL (32u * 1024 * 1024)
 #define STAT_CACHE_MAP_FILE   (1ull << 30)
 #define STAT_CACHE_MAP_TOTAL  (4ull << 30)
+#define STAT_CACHE_MAP_FDS    256u
 
 struct sc_body {
 	unsigned refs;
 	bool mapped;
+	int fd; /* a mapped file kept open, or -1 */
 	size_t len;
 	char *data;
 };

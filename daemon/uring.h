@@ -73,6 +73,7 @@ enum ustep {
 	ST_SHUTDOWN,
 	ST_CLOSE_SOCK,
 	ST_CANCEL,
+	ST_INSTALL, /* a direct socket installed as a real fd */
 	ST_MAX,
 };
 
@@ -84,6 +85,8 @@ struct uring_flavor {
 	const char *name;
 	/* SQE flag for ops that use a slot as their fd (IOSQE_FIXED_FILE). */
 	uint8_t slot_sqe_flag;
+	/* A slot is a real fd that system calls take (sendfile). */
+	bool real_fds;
 	/* Size of open_how passed to the kernel. */
 	uint32_t how_size;
 	void (*prep_accept)(struct io_uring_sqe *sqe, int lfd,
@@ -110,11 +113,12 @@ enum uconn_state {
 /* After the current batch of a response completes: what next. */
 enum uafter {
 	AFTER_NONE,
-	AFTER_CHUNK,  /* send the next bounded read/send pair */
-	AFTER_DONE,   /* response complete */
-	AFTER_REPLAN, /* nothing sent yet: answer from fresh facts */
-	AFTER_ABORT,  /* close the connection without more bytes */
-	AFTER_DENIED, /* the open was refused (403): nothing sent yet */
+	AFTER_CHUNK,	/* send the next bounded read/send pair */
+	AFTER_DONE,	/* response complete */
+	AFTER_REPLAN,	/* nothing sent yet: answer from fresh facts */
+	AFTER_ABORT,	/* close the connection without more bytes */
+	AFTER_DENIED,	/* the open was refused (403): nothing sent yet */
+	AFTER_SENDFILE, /* the head is out: the kept body by sendfile */
 };
 
 struct uconn {
@@ -141,7 +145,15 @@ struct uconn {
 	struct sc_body *body; /* a kept body being sent, referenced */
 	const char *body_ptr; /* its bytes not handed to a send yet */
 	uint64_t body_left;
-	bool chained;		  /* this response's body came by a chain */
+	/* A kept body goes by sendfile() from its open file to this fd:
+	 * the socket's own (specific), or one installed for the transfer
+	 * (direct); -1 when it goes by sends. */
+	int sf_sock;
+	bool sf_installed;   /* sf_sock is ours to close */
+	bool sf_nonblock;    /* we made the socket O_NONBLOCK for sendfile */
+	bool sf_polling;     /* the op in flight is a poll for POLLOUT */
+	int64_t sf_deadline; /* send_timeout after the last progress */
+	bool chained;	     /* this response's body came by a chain */
 	unsigned send_timeout_ms; /* a send without progress fails */
 	struct orcd_open_how how; /* the chain's open reads it at issue */
 	/* The deadline of the op in flight (recv: the core's; sends: no
@@ -219,6 +231,7 @@ struct uring_worker {
 	unsigned br_n, br_size;
 	struct uconn *deferred; /* waiting for SQ room (via next) */
 	struct stat_cache *sc;	/* metadata lookups of this worker */
+	bool fd_install;	/* IORING_OP_FIXED_FD_INSTALL works (6.8+) */
 	unsigned chains_inflight;
 	struct timerwheel tw;
 	int64_t now_ms; /* CLOCK_MONOTONIC, taken once per loop turn */
@@ -229,6 +242,8 @@ struct uring_worker {
 unsigned uring_ring_depth(const struct orcd_config *cfg);
 int uring_ring_init(struct io_uring *ring, unsigned entries);
 int uring_register_sparse(struct io_uring *ring, unsigned n);
+bool uring_has_fd_install(struct io_uring *ring);
+void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot);
 void uring_br_setup(struct uring_worker *uw);
 void uring_br_recycle(struct uring_worker *uw, unsigned bid);
 int uring_slot_range(struct uring_worker *uw, int *base, unsigned *n);

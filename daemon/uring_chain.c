@@ -27,19 +27,26 @@
  * The outcome goes up to the HTTP/1 core through its responded().
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "server.h"
 #include "uring.h"
 
-#define STEP(s)	   (1u << (s))
-#define SEND_FLAGS MSG_NOSIGNAL
+#define STEP(s)	       (1u << (s))
+#define SEND_FLAGS     MSG_NOSIGNAL
 /* Bytes of a kept body handed to one send. */
-#define BODY_PIECE (16u << 20)
+#define BODY_PIECE     (16u << 20)
+/* Bytes sendfile moves per turn, so one big download cannot starve the
+ * other connections of the worker (as on epoll). */
+#define SENDFILE_CHUNK (1u << 20)
 
 static void chain_submit(struct uconn *c, bool with_open);
 
@@ -60,24 +67,87 @@ static void arm_send_timer(struct uconn *c)
 	tw_arm(&c->uw->tw, &c->timer, c->uw->now_ms + c->send_timeout_ms);
 }
 
+static void prep_send(struct uconn *c, struct io_uring_sqe *sqe)
+{
+	/* A head with a kept body behind it: let TCP fill the segment. */
+	io_uring_prep_send(sqe, c->sock, c->send_ptr, c->send_len,
+			   SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
+	sqe->flags |= c->uw->fl->slot_sqe_flag;
+	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
+	arm_send_timer(c);
+}
+
 /* Send send_ptr[0, send_len) with nothing read from a file: heads, error
  * pages, kept bodies, and the rest of a short send. */
 static void send_plain(struct uconn *c)
 {
-	struct uring_worker *uw = c->uw;
-	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+	struct io_uring_sqe *sqe = uring_sqe(c->uw, 1);
 
 	if (!sqe) {
 		uring_defer(c, send_plain);
 		return;
 	}
 	begin(c);
-	/* A head with a kept body behind it: let TCP fill the segment. */
-	io_uring_prep_send(sqe, c->sock, c->send_ptr, c->send_len,
-			   SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
-	sqe->flags |= uw->fl->slot_sqe_flag;
-	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
-	arm_send_timer(c);
+	prep_send(c, sqe);
+}
+
+/*
+ * The head of a kept body that will go by sendfile(2): the kernel hands
+ * the page-cache pages to the socket, with no copy at all, where a send
+ * from the mapping copies once. sendfile needs a real socket fd: the
+ * slot itself on `specific`; on `direct` the slot is installed as one
+ * (6.8+) in the same batch as the head's send, and closed at the end.
+ */
+static void send_head_sf(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+	bool install = !uw->fl->real_fds;
+	struct io_uring_sqe *sqe = uring_sqe(uw, install ? 2 : 1);
+
+	if (!sqe) {
+		uring_defer(c, send_head_sf);
+		return;
+	}
+	begin(c);
+	if (install) {
+		uring_prep_fd_install(sqe, c->sock);
+		uring_track(c, sqe, ST_INSTALL, 0);
+		sqe = io_uring_get_sqe(&uw->ring);
+	} else {
+		c->sf_sock = c->sock;
+	}
+	prep_send(c, sqe);
+}
+
+/* The install's CQE: without an fd the body goes by sends instead. */
+static void took_install(struct uconn *c)
+{
+	int r = c->res[ST_INSTALL];
+
+	if (r < 0) {
+		log_msg(LOG_WARNING,
+			"worker %u: install of socket slot %d as an fd: %s",
+			c->uw->w->id, c->sock, strerror(-r));
+		return;
+	}
+	c->sf_sock = r;
+	c->sf_installed = true;
+}
+
+/* The sendfile part is over: the socket as it was, the installed fd
+ * closed. */
+static void sf_end(struct uconn *c)
+{
+	if (c->sf_sock < 0)
+		return;
+	if (c->sf_nonblock)
+		fcntl(c->sf_sock, F_SETFL, 0);
+	if (c->sf_installed)
+		close(c->sf_sock);
+	c->sf_sock = -1;
+	c->sf_installed = false;
+	c->sf_nonblock = false;
+	c->sf_polling = false;
 }
 
 /* The next piece of a kept body (a send's length is 32 bits). */
@@ -93,6 +163,7 @@ static void next_body_piece(struct uconn *c)
 
 static void drop_body(struct uconn *c)
 {
+	sf_end(c);
 	stat_cache_body_put(c->body);
 	c->body = NULL;
 	c->body_left = 0;
@@ -151,12 +222,17 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 	}
 	if (b) {
 		/* A hot large one (or one larger than this buffer): the
-		 * head, then sends straight from the kept bytes, which for a
-		 * mapped file the kernel copies once, from the page cache. */
+		 * head, then the kept bytes by sendfile where the file is
+		 * kept open and the socket can be a real fd, else by sends
+		 * straight from them (the kernel copies a mapped file once,
+		 * from the page cache). */
 		c->body = b;
 		c->body_ptr = b->data + p->offset;
 		c->body_left = p->length;
-		send_plain(c);
+		if (b->fd >= 0 && (uw->fl->real_fds || uw->fd_install))
+			send_head_sf(c);
+		else
+			send_plain(c);
 		return;
 	}
 	/* A body needs a file slot; wait in line if there is none. */
@@ -316,6 +392,8 @@ static enum uafter judge_send(struct uconn *c, bool more_file)
 			return AFTER_CHUNK;
 		if (!c->body_left)
 			return AFTER_DONE;
+		if (c->sf_sock >= 0)
+			return AFTER_SENDFILE;
 		next_body_piece(c);
 		return AFTER_NONE;
 	}
@@ -348,13 +426,116 @@ void uchain_kill(struct uconn *c)
 	act(c, AFTER_ABORT);
 }
 
+/* Wait until the socket takes more, for send_timeout after the last
+ * progress. */
+static void sf_poll(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+
+	if (!sqe) {
+		uring_defer(c, sf_poll);
+		return;
+	}
+	begin(c);
+	io_uring_prep_poll_add(sqe, c->sock, POLLOUT);
+	sqe->flags |= uw->fl->slot_sqe_flag;
+	/* Tagged as the send it stands for: a timeout cancels it. */
+	uring_track(c, sqe, ST_SEND, 0);
+	c->sf_polling = true;
+	tw_arm(&uw->tw, &c->timer, c->sf_deadline);
+}
+
+static void sf_fail(struct uconn *c, int err)
+{
+	struct uring_worker *uw = c->uw;
+
+	if (err == 0)
+		/* The file shrank: Content-Length cannot be met. */
+		STAT_INC(uw->w, chain_short_read);
+	else if (err == EPIPE || err == ECONNRESET)
+		STAT_INC(uw->w, chain_client_gone);
+	else
+		STAT_INC(uw->w, chain_send_error);
+	act(c, AFTER_ABORT);
+}
+
+/* As much of the kept body as the socket takes now, up to a turn's
+ * share; then wait for room, or end. */
+static void sf_push(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+	uint64_t budget = SENDFILE_CHUNK;
+
+	if (!c->sf_nonblock) {
+		/* A full socket must answer EAGAIN, not block the worker. */
+		if (fcntl(c->sf_sock, F_SETFL, O_NONBLOCK) < 0) {
+			sf_fail(c, errno);
+			return;
+		}
+		c->sf_nonblock = true;
+		c->sf_deadline = uw->now_ms + c->send_timeout_ms;
+		STAT_INC(uw->w, sendfile_bodies);
+	}
+	while (c->body_left && budget && !uw->hw.drain_expired) {
+		off_t off = (off_t)(c->body_ptr - c->body->data);
+		size_t want = c->body_left < budget ? (size_t)c->body_left :
+						      (size_t)budget;
+		ssize_t n = sendfile(c->sf_sock, c->body->fd, &off, want);
+
+		if (n > 0) {
+			c->h1.bytes_sent += (uint64_t)n;
+			c->body_ptr += n;
+			c->body_left -= (uint64_t)n;
+			budget -= (uint64_t)n;
+			c->sf_deadline = uw->now_ms + c->send_timeout_ms;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && errno == EAGAIN) {
+			break;
+		} else {
+			sf_fail(c, n ? errno : 0);
+			return;
+		}
+	}
+	if (!c->body_left)
+		act(c, AFTER_DONE);
+	else if (uw->hw.drain_expired)
+		act(c, AFTER_ABORT);
+	else
+		sf_poll(c);
+}
+
+/* The poll's CQE: room, or a timeout's cancel, or an error. */
+static void sf_polled(struct uconn *c)
+{
+	int r = c->res[ST_SEND];
+
+	c->sf_polling = false;
+	if (r > 0)
+		sf_push(c);
+	else
+		sf_fail(c, r == -ECANCELED ? ETIMEDOUT : -r);
+}
+
 /* A batch with only a send in it: a response without a file, or the rest
  * of a short send. With a file still open the rest of the body follows;
  * a failure closes the file first. */
 static void send_batch_done(struct uconn *c)
 {
-	enum uafter after = judge_send(c, c->file_left > 0);
+	enum uafter after;
 
+	if (c->step_mask & STEP(ST_INSTALL))
+		took_install(c);
+	if (c->sf_polling) {
+		sf_polled(c);
+		return;
+	}
+	after = judge_send(c, c->file_left > 0);
+	if (after == AFTER_SENDFILE) {
+		sf_push(c);
+		return;
+	}
 	if (after == AFTER_NONE) {
 		send_plain(c);
 	} else if (c->file_open && after != AFTER_CHUNK) {

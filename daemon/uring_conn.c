@@ -354,6 +354,7 @@ static void accepted(struct uring_worker *uw, int slot,
 	c->uw = uw;
 	c->sock = slot;
 	c->file = -1;
+	c->sf_sock = -1;
 	c->next = uw->conns;
 	if (uw->conns)
 		uw->conns->prev = c;

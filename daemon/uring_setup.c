@@ -98,6 +98,7 @@ const struct uring_flavor uring_flavor_direct = {
 const struct uring_flavor uring_flavor_specific = {
 	.name = "specific",
 	.slot_sqe_flag = 0,
+	.real_fds = true,
 	.how_size = ORCD_OPEN_HOW_SIZE_VER1,
 	.prep_accept = specific_prep_accept,
 	.prep_open = specific_prep_open,
@@ -219,6 +220,29 @@ int uring_register_sparse(struct io_uring *ring, unsigned n)
 		free(fds);
 	}
 	return r;
+}
+
+/* IORING_OP_FIXED_FD_INSTALL (6.8) is newer than Debian 12's liburing. */
+#define ORCD_IORING_OP_FIXED_FD_INSTALL 54
+
+bool uring_has_fd_install(struct io_uring *ring)
+{
+	struct io_uring_probe *p = io_uring_get_probe_ring(ring);
+	bool ok = p &&
+		  io_uring_opcode_supported(p, ORCD_IORING_OP_FIXED_FD_INSTALL);
+
+	if (p)
+		io_uring_free_probe(p);
+	return ok;
+}
+
+/* Install a direct descriptor as a real fd (O_CLOEXEC); the CQE's result
+ * is the fd. */
+void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot)
+{
+	io_uring_prep_rw(ORCD_IORING_OP_FIXED_FD_INSTALL, sqe, slot, NULL, 0,
+			 0);
+	sqe->flags |= IOSQE_FIXED_FILE;
 }
 
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap)

@@ -91,6 +91,8 @@ class Server(orcdtest.Orcd):
 
     def settled(self, base):
         """Slots, chains and fds back where they were when idle."""
+        self.release_kept_files()
+
         def ok():
             m = self.metrics()
             return (self.fd_count() == self.fd_baseline and
@@ -103,10 +105,11 @@ class Server(orcdtest.Orcd):
             m = self.metrics()
             raise TestFailure(
                 "not settled: fds %d (baseline %d), chains %d, slots %d "
-                "(baseline %d), connections %d"
+                "(baseline %d), connections %d; fds: %s"
                 % (self.fd_count(), self.fd_baseline,
                    m["orcd_chains_in_flight"], m["orcd_slots_in_use"],
-                   base["orcd_slots_in_use"], m["orcd_connections_open"]))
+                   base["orcd_slots_in_use"], m["orcd_connections_open"],
+                   self.fd_names()))
         m = self.metrics()
         eq(m["orcd_ebusy_total"], 0, "EBUSY on chosen fds")
         return m
