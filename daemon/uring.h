@@ -153,7 +153,10 @@ struct uconn {
 	bool sf_nonblock;    /* we made the socket O_NONBLOCK for sendfile */
 	bool sf_polling;     /* the op in flight is a poll for POLLOUT */
 	int64_t sf_deadline; /* send_timeout after the last progress */
-	bool chained;	     /* this response's body came by a chain */
+	bool iov_sent;	     /* the send in flight is msg: head + body piece */
+	struct msghdr msg;   /* a head and a kept body's piece, no copy */
+	struct iovec iov[2];
+	bool chained;		  /* this response's body came by a chain */
 	unsigned send_timeout_ms; /* a send without progress fails */
 	struct orcd_open_how how; /* the chain's open reads it at issue */
 	/* The deadline of the op in flight (recv: the core's; sends: no

@@ -42,6 +42,9 @@
 
 #define STEP(s)	       (1u << (s))
 #define SEND_FLAGS     MSG_NOSIGNAL
+/* A kept body up to this size is copied behind its head (one SEND); a
+ * larger one goes beside it in one SENDMSG, copied by the kernel only. */
+#define BODY_COPY_MAX  4096u
 /* Bytes of a kept body handed to one send. */
 #define BODY_PIECE     (16u << 20)
 /* Bytes sendfile moves per turn, so one big download cannot starve the
@@ -74,11 +77,38 @@ static void prep_send(struct uconn *c, struct io_uring_sqe *sqe)
 			   SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
 	sqe->flags |= c->uw->fl->slot_sqe_flag;
 	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
+	c->iov_sent = false;
+	arm_send_timer(c);
+}
+
+/* send_ptr[0, send_len) and the kept body's next piece in one SENDMSG;
+ * the piece counts as handed out (judge_send takes it back if the send
+ * ends inside the head). */
+static void prep_sendmsg(struct uconn *c, struct io_uring_sqe *sqe)
+{
+	uint64_t n = c->body_left < BODY_PIECE ? c->body_left : BODY_PIECE;
+
+	c->iov[0].iov_base = (void *)c->send_ptr;
+	c->iov[0].iov_len = c->send_len;
+	c->iov[1].iov_base = (void *)c->body_ptr;
+	c->iov[1].iov_len = (size_t)n;
+	memset(&c->msg, 0, sizeof(c->msg));
+	c->msg.msg_iov = c->iov;
+	c->msg.msg_iovlen = 2;
+	c->body_ptr += n;
+	c->body_left -= n;
+	io_uring_prep_sendmsg(sqe, c->sock, &c->msg,
+			      SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
+	sqe->flags |= c->uw->fl->slot_sqe_flag;
+	uring_track(c, sqe, ST_SEND, (uint32_t)(c->send_len + n));
+	c->iov_sent = true;
 	arm_send_timer(c);
 }
 
 /* Send send_ptr[0, send_len) with nothing read from a file: heads, error
- * pages, kept bodies, and the rest of a short send. */
+ * pages, kept bodies, and the rest of a short send. A head with a kept
+ * body behind it that is not for sendfile takes the body's first piece
+ * along. */
 static void send_plain(struct uconn *c)
 {
 	struct io_uring_sqe *sqe = uring_sqe(c->uw, 1);
@@ -88,7 +118,10 @@ static void send_plain(struct uconn *c)
 		return;
 	}
 	begin(c);
-	prep_send(c, sqe);
+	if (c->send_len && c->body_left && c->sf_sock < 0)
+		prep_sendmsg(c, sqe);
+	else
+		prep_send(c, sqe);
 }
 
 /*
@@ -209,7 +242,8 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 		return;
 	}
 	b = stat_cache_body(uw->sc, h->cfg, p->relpath, &p->meta);
-	if (b && !b->mapped && p->length <= h->resp->cap - p->head_len) {
+	if (b && !b->mapped && p->length <= BODY_COPY_MAX &&
+	    p->length <= h->resp->cap - p->head_len) {
 		/* A hot small file: copied behind the head, one send. (Never
 		 * a mapped one: a file truncated under its mapping would
 		 * fault here; the kernel's copy in send just fails.) */
@@ -221,10 +255,10 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 		return;
 	}
 	if (b) {
-		/* A hot large one (or one larger than this buffer): the
-		 * head, then the kept bytes by sendfile where the file is
-		 * kept open and the socket can be a real fd, else by sends
-		 * straight from them (the kernel copies a mapped file once,
+		/* A larger one: the head, then the kept bytes by sendfile
+		 * where the file is kept open and the socket can be a real
+		 * fd, else beside the head in a SENDMSG and by sends straight
+		 * from them (the kernel copies them once; a mapped file's
 		 * from the page cache). */
 		c->body = b;
 		c->body_ptr = b->data + p->offset;
@@ -395,6 +429,24 @@ static enum uafter judge_send(struct uconn *c, bool more_file)
 		if (c->sf_sock >= 0)
 			return AFTER_SENDFILE;
 		next_body_piece(c);
+		return AFTER_NONE;
+	}
+	if (r > 0 && !uw->hw.drain_expired && c->iov_sent) {
+		/* Head and body piece, not all sent: what is left of the
+		 * head goes with the piece again; what is left of the piece
+		 * goes on its own. */
+		size_t head = c->iov[0].iov_len;
+
+		if ((size_t)r < head) {
+			c->send_ptr += r;
+			c->send_len -= (size_t)r;
+			c->body_ptr -= c->iov[1].iov_len;
+			c->body_left += c->iov[1].iov_len;
+		} else {
+			c->send_ptr = (const char *)c->iov[1].iov_base +
+				      ((size_t)r - head);
+			c->send_len = c->iov[1].iov_len - ((size_t)r - head);
+		}
 		return AFTER_NONE;
 	}
 	if (r > 0 && !uw->hw.drain_expired) {

@@ -103,6 +103,40 @@ def hot_large_file_goes_by_sendfile(srv):
         eq(sent, 0, "bodies sent by sendfile without FIXED_FD_INSTALL")
 
 
+@orcdtest.case
+def kept_bodies_beyond_the_open_ones_go_by_sends(srv):
+    # Only the first 256 large files a worker keeps stay open; the others
+    # are sent from their mapping, the head and the first piece in one
+    # SENDMSG. A slow reader makes those sends short in the head and in
+    # the body; every byte must still be the file's.
+    if srv.engine == "epoll" or getattr(srv, "shared_fs", False):
+        raise orcdtest.Skip("no stat cache here (epoll, or a 9p root)")
+    names = ["many-hot/%d.bin" % i for i in range(260)]
+    for i, name in enumerate(names[:-1]):
+        srv.write_file(name, bytes([i & 0xFF]) * (70 << 10))
+    # Larger than any socket buffer: its sends are short.
+    want = bytes((i * 13 + (i >> 16)) & 0xFF for i in range(8 << 20))
+    srv.write_file(names[-1], want)
+    with srv.conn() as c:
+        for name in names:
+            for _ in range(2):
+                c.send(orcdtest.build_request("GET", "/" + name))
+                r = c.read_response()
+                eq(r.status, 200, name)
+    before = counter(srv, "orcd_sendfile_bodies_total")
+    last = names[-1]
+    for rng in (None, "bytes=100-"):
+        with srv.conn(rcvbuf=4096) as c:
+            hdrs = {"Range": rng} if rng else None
+            c.send(orcdtest.build_request("GET", "/" + last, hdrs))
+            r = c.read_response()
+            eq(r.status, 206 if rng else 200, "status")
+            check(r.body == (want[100:] if rng else want),
+                  "body of a kept file sent from its mapping differs")
+    eq(counter(srv, "orcd_sendfile_bodies_total") - before, 0,
+       "a file beyond the first 256 went by sendfile")
+
+
 def trickle(c, head, out, limit):
     """Send head a byte every 0.2 s until orcd closes or limit passes;
     out["cut"] = seconds until orcd closed the connection (or None)."""
