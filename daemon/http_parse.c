@@ -210,14 +210,21 @@ static bool valid_authority(struct http_str a)
 	return !colon || all_digits(colon + 1, a.n - host_n - 1);
 }
 
-/* The path of an origin-form target: up to '?' or '#'. */
-static struct http_str path_of(const char *p, size_t n)
+/* The path of an origin-form target, up to '?' or '#', and its query,
+ * between '?' and '#' (a fragment is not for the server, though some
+ * clients send one). */
+static void split_target(struct http_request *req, const char *p, size_t n)
 {
-	size_t i;
+	size_t i, q;
 
 	for (i = 0; i < n && p[i] != '?' && p[i] != '#'; i++)
 		;
-	return str(p, i);
+	req->path = str(p, i);
+	if (i == n || p[i] != '?')
+		return;
+	for (q = ++i; q < n && p[q] != '#'; q++)
+		;
+	req->query = str(p + i, q - i);
 }
 
 /*
@@ -245,9 +252,8 @@ static int parse_absolute_form(struct parse_ctx *c, struct http_str t)
 	if (!valid_authority(c->authority))
 		return 400;
 	c->absolute_form = true;
-	if (i < t.n && t.p[i] == '/')
-		c->req->path = path_of(t.p + i, t.n - i);
-	else
+	split_target(c->req, t.p + i, t.n - i);
+	if (i == t.n || t.p[i] != '/')
 		c->req->path = str(root, 1);
 	return 0;
 }
@@ -267,7 +273,7 @@ static int parse_target(struct parse_ctx *c, struct http_str t)
 			return 400;
 	}
 	if (t.p[0] == '/') {
-		req->path = path_of(t.p, t.n);
+		split_target(req, t.p, t.n);
 		return 0;
 	}
 	if (t.n == 1 && t.p[0] == '*') {

@@ -36,6 +36,7 @@ struct http_request {
 	struct http_str method_str;
 	struct http_str target; /* request-target as sent */
 	struct http_str path;   /* target up to '?' or '#', still encoded */
+	struct http_str query;  /* after '?', up to '#'; n == 0 if none */
 	int version_minor;      /* 0 or 1 (major is always 1 once parsed) */
 	bool keep_alive;        /* after version defaults and Connection */
 	bool has_host;

@@ -166,6 +166,7 @@ static void run(const char *buf, size_t size, const struct http_limits *lim)
 		CHECK(req.request_line.n <= lim->max_request_line);
 		CHECK(inside(buf, size, req.request_line));
 		CHECK(inside(buf, size, req.target));
+		CHECK(inside(buf, size, req.query));
 		CHECK(inside(buf, size, req.host));
 		CHECK(inside(buf, size, req.range));
 		CHECK(inside(buf, size, req.if_none_match));

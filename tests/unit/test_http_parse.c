@@ -169,14 +169,29 @@ static void test_path_query_fragment(void **state)
 
 	assert_str(res.req.target, "/a%20b/c?x=1&y=/z");
 	assert_str(res.req.path, "/a%20b/c");
+	assert_str(res.req.query, "x=1&y=/z");
 	result_free(&res);
 
 	res = expect_ok("GET /p#frag HTTP/1.1\r\nHost: a\r\n\r\n");
 	assert_str(res.req.path, "/p");
+	assert_int_equal(res.req.query.n, 0);
 	result_free(&res);
 
 	res = expect_ok("GET /?q HTTP/1.1\r\nHost: a\r\n\r\n");
 	assert_str(res.req.path, "/");
+	assert_str(res.req.query, "q");
+	result_free(&res);
+
+	/* The query ends at a fragment; '?' after the first is query. */
+	res = expect_ok("GET /p?a?b=/c#f?g HTTP/1.1\r\nHost: a\r\n\r\n");
+	assert_str(res.req.path, "/p");
+	assert_str(res.req.query, "a?b=/c");
+	result_free(&res);
+	res = expect_ok("GET /p? HTTP/1.1\r\nHost: a\r\n\r\n");
+	assert_int_equal(res.req.query.n, 0);
+	result_free(&res);
+	res = expect_ok("GET /p#a?b HTTP/1.1\r\nHost: a\r\n\r\n");
+	assert_int_equal(res.req.query.n, 0);
 	result_free(&res);
 
 	/* Raw UTF-8 is not a URI character, but clients send it. */
@@ -413,6 +428,7 @@ static void test_absolute_form(void **state)
 
 	assert_str(res.req.target, "http://example.com/a/b?x");
 	assert_str(res.req.path, "/a/b");
+	assert_str(res.req.query, "x");
 	assert_str(res.req.host, "example.com");
 	result_free(&res);
 
@@ -424,7 +440,13 @@ static void test_absolute_form(void **state)
 
 	res = expect_ok("GET https://e?q HTTP/1.1\r\nHost: e\r\n\r\n");
 	assert_str(res.req.path, "/");
+	assert_str(res.req.query, "q");
 	assert_str(res.req.host, "e");
+	result_free(&res);
+
+	res = expect_ok("GET http://e#f?q HTTP/1.1\r\nHost: e\r\n\r\n");
+	assert_str(res.req.path, "/");
+	assert_int_equal(res.req.query.n, 0);
 	result_free(&res);
 
 	/* 1.0 needs no Host: the authority stands in for it. */
