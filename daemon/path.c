@@ -6,6 +6,9 @@
  * A decoded "%2F" is a separator like a literal '/': the path is decoded
  * once and then normalised, so no encoded form of "." or ".." can survive
  * into the result and reach the filesystem.
+ *
+ * The way back, a directory redirect's Location, is built from that
+ * normalised result too, never from the raw target.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -154,4 +157,76 @@ int path_normalize(const char *raw, size_t len, char *out, size_t cap,
 	if (trailing_slash)
 		*trailing_slash = len == 1 || slash_last;
 	return 0;
+}
+
+/* pchar without pct-encoded (RFC 3986 3.3): unreserved, sub-delims, ':'
+ * and '@'. */
+static bool is_pchar(unsigned char c)
+{
+	if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+	    (c >= 'A' && c <= 'Z'))
+		return true;
+	return c != '\0' && strchr("-._~!$&'()*+,;=:@", c) != NULL;
+}
+
+struct loc {
+	char *out;
+	size_t cap; /* bytes usable, the NUL excluded */
+	size_t o;
+	bool full;
+};
+
+static void loc_put(struct loc *l, const char *s, size_t n)
+{
+	if (l->full || n > l->cap - l->o) {
+		l->full = true;
+		return;
+	}
+	memcpy(l->out + l->o, s, n);
+	l->o += n;
+}
+
+static void loc_byte(struct loc *l, unsigned char c, bool keep)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+
+	if (keep)
+		loc_put(l, (const char *)&c, 1);
+	else
+		loc_put(l, esc, 3);
+}
+
+int path_dir_location(const char *relpath, const char *query, size_t qlen,
+		      char *out, size_t cap)
+{
+	struct loc l = {.out = out, .cap = cap ? cap - 1 : 0};
+
+	loc_put(&l, "/", 1);
+	for (const char *p = relpath; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		loc_byte(&l, c, c == '/' || is_pchar(c));
+	}
+	/* The root is "/" itself: "/" + "" + "/" would be "//". */
+	if (relpath[0])
+		loc_put(&l, "/", 1);
+	if (qlen)
+		loc_put(&l, "?", 1);
+	for (size_t i = 0; i < qlen; i++) {
+		unsigned char c = (unsigned char)query[i];
+
+		if (c == '%' && qlen - i >= 3 &&
+		    hexval((unsigned char)query[i + 1]) >= 0 &&
+		    hexval((unsigned char)query[i + 2]) >= 0) {
+			loc_put(&l, query + i, 3);
+			i += 2;
+			continue;
+		}
+		loc_byte(&l, c, c == '/' || c == '?' || is_pchar(c));
+	}
+	if (l.full || cap == 0)
+		return -ENAMETOOLONG;
+	out[l.o] = '\0';
+	return (int)l.o;
 }

@@ -142,11 +142,13 @@ static int resolve_target(struct orcd_config *cfg,
 		plan_drop_fd(plan);
 		if (!trailing) {
 			/* The browser must resolve relative links against the
-			 * directory, so redirect to the slash form. The path is
-			 * echoed still encoded, as the client sent it. */
-			if ((size_t)snprintf(location, loccap, "%.*s/",
-					     (int)req->path.n,
-					     req->path.p) >= loccap)
+			 * directory, so redirect to the slash form, with the
+			 * query as nginx keeps it. From the normalised path:
+			 * the raw "//evil.example/.." would send the browser
+			 * to evil.example. */
+			if (path_dir_location(plan->relpath, req->query.p,
+					      req->query.n, location,
+					      loccap) < 0)
 				return 414;
 			return 301;
 		}
@@ -184,7 +186,9 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		 char *buf, size_t cap, struct response_plan *plan)
 {
 	bool head = req->method == HTTP_METHOD_HEAD;
-	char location[PATH_MAX + 2], etag[HTTP_ETAG_MAX];
+	/* Any Location that fits leaves the head and its page well inside
+	 * the 8 KiB every response buffer has (HEAD_ROOM, http1.c). */
+	char location[6144], etag[HTTP_ETAG_MAX];
 	uint64_t first = 0, last = 0;
 	enum http_range_result rr = HTTP_RANGE_NONE;
 	bool trailing = false;

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
-/* path_normalize(): decoding, normalisation and every refusal. */
+/*
+ * path_normalize(): decoding, normalisation and every refusal;
+ * path_dir_location(): the redirect's Location built back from it.
+ */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -235,6 +239,171 @@ static void test_capacity_after_dotdot(void **state)
 			 -EINVAL);
 }
 
+/* ---- path_dir_location ---- */
+
+static char loc[256];
+
+struct loc_case {
+	const char *raw; /* target path, normalised first */
+	const char *query;
+	const char *want;
+};
+
+static void expect_locations(const struct loc_case *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int len;
+
+		if (norm(c[i].raw))
+			fail_msg("case %zu (%s) does not normalise", i,
+				 c[i].raw);
+		memset(loc, 'X', sizeof(loc));
+		len = path_dir_location(out, c[i].query, strlen(c[i].query),
+					loc, sizeof(loc));
+		if (len < 0 || (size_t)len != strlen(loc) ||
+		    strcmp(loc, c[i].want) != 0)
+			fail_msg("case %zu (%s ? %s): %d \"%s\", want \"%s\"",
+				 i, c[i].raw, c[i].query, len,
+				 len < 0 ? "" : loc, c[i].want);
+	}
+}
+
+#define EXPECT_LOCATIONS(cases) \
+	expect_locations(cases, sizeof(cases) / sizeof(cases[0]))
+
+static void test_location_stays_on_this_server(void **state)
+{
+	(void)state;
+	static const struct loc_case cases[] = {
+		/* Each is the root without its slash; the raw target
+		 * echoed would be a network-path reference
+		 * ("//evil.example/../"). */
+		{"//evil.example/..", "", "/"},
+		{"/\\evil.example/..", "", "/"},
+		{"/%5cevil.example/..", "", "/"},
+		{"/%2fevil.example/..", "", "/"},
+		{"//evil.example/%2e%2e", "", "/"},
+		{"//////evil.example//..", "", "/"},
+		{"/.", "", "/"},
+		{"/.", "q", "/?q"},
+		{"//evil.example/..", "next=//x", "/?next=//x"},
+		/* Many slashes and dot segments fold into one slash per
+		 * name. */
+		{"//a", "", "/a/"},
+		{"////a//b", "", "/a/b/"},
+		{"/x/../a/./b/.", "", "/a/b/"},
+		{"/x/%2e%2e/a", "", "/a/"},
+		{"/x%2F..%2Fa%2Fb", "", "/a/b/"},
+		{"/\\\\a/../b", "", "/b/"},
+	};
+
+	EXPECT_LOCATIONS(cases);
+}
+
+static void test_location_encodes(void **state)
+{
+	(void)state;
+	static const struct loc_case cases[] = {
+		{"/a%20b", "", "/a%20b/"},
+		{"/a b", "", "/a%20b/"},
+		{"/a\\b", "", "/a%5Cb/"},
+		{"/a%5cb", "", "/a%5Cb/"},
+		{"/q%3fx%23y", "", "/q%3Fx%23y/"},
+		{"/%252e%252e", "", "/%252e%252e/"},
+		{"/100%25", "", "/100%25/"},
+		{"/caf\xc3\xa9", "", "/caf%C3%A9/"},
+		{"/\"<>^`{|}", "", "/%22%3C%3E%5E%60%7B%7C%7D/"},
+		/* unreserved, sub-delims, ':' and '@' stay as they are. */
+		{"/azAZ09-._~!$&'()*+,;=:@", "", "/azAZ09-._~!$&'()*+,;=:@/"},
+		{"/a%3ab%40c%21%7e", "", "/a:b@c!~/"},
+	};
+
+	EXPECT_LOCATIONS(cases);
+}
+
+static void test_location_query(void **state)
+{
+	(void)state;
+	static const struct loc_case cases[] = {
+		{"/d", "x=1&y=2", "/d/?x=1&y=2"},
+		{"/d", "a=/../..&b=%2F", "/d/?a=/../..&b=%2F"},
+		{"/d", "a?b", "/d/?a?b"},
+		{"/d", "%41%7e", "/d/?%41%7e"},
+		/* What a URI may not carry there is encoded, '%' of a
+		 * broken escape included. */
+		{"/d", "a\\b", "/d/?a%5Cb"},
+		{"/d", "a\"b<c>", "/d/?a%22b%3Cc%3E"},
+		{"/d", "a b#c", "/d/?a%20b%23c"},
+		{"/d", "%zz", "/d/?%25zz"},
+		{"/d", "x%4", "/d/?x%254"},
+		{"/d", "x%", "/d/?x%25"},
+		{"/d", "caf\xc3\xa9", "/d/?caf%C3%A9"},
+		/* An empty query adds nothing. */
+		{"/d", "", "/d/"},
+	};
+
+	EXPECT_LOCATIONS(cases);
+}
+
+/* Every byte a name can hold comes back to the same name. */
+static void test_location_round_trip(void **state)
+{
+	char name[8], back[sizeof(out)];
+
+	(void)state;
+	for (unsigned c = 0x20; c < 0x100; c++) {
+		bool trailing = false;
+		int n;
+
+		if (c == '/' || c == '.' || c == 0x7f)
+			continue;
+		snprintf(name, sizeof(name), "a%cb", (char)c);
+		n = path_dir_location(name, "", 0, loc, sizeof(loc));
+		assert_true(n > 0);
+		assert_null(strchr(loc, '\\'));
+		assert_true(loc[0] == '/' && loc[1] != '/');
+		for (int i = 0; i < n; i++)
+			assert_true(loc[i] > 0x20 && loc[i] < 0x7f);
+		assert_int_equal(path_normalize(loc, (size_t)n, back,
+						sizeof(back), &trailing),
+				 0);
+		assert_string_equal(back, name);
+		assert_true(trailing);
+	}
+}
+
+static void test_location_capacity(void **state)
+{
+	char buf[16];
+
+	(void)state;
+	/* "/ab/" needs 5 bytes with its NUL. */
+	memset(buf, 'X', sizeof(buf));
+	assert_int_equal(path_dir_location("ab", "", 0, buf, 5), 4);
+	assert_string_equal(buf, "/ab/");
+	memset(buf, 'X', sizeof(buf));
+	assert_int_equal(path_dir_location("ab", "", 0, buf, 4), -ENAMETOOLONG);
+	for (size_t i = 4; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 'X');
+	/* An escape never goes out cut: "/%20/" is 6 bytes with its NUL. */
+	assert_int_equal(path_dir_location(" ", "", 0, buf, 6), 5);
+	assert_string_equal(buf, "/%20/");
+	assert_int_equal(path_dir_location(" ", "", 0, buf, 5), -ENAMETOOLONG);
+	assert_int_equal(path_dir_location(" ", "", 0, buf, 3), -ENAMETOOLONG);
+	/* The query counts too. */
+	assert_int_equal(path_dir_location("a", "q", 1, buf, 6), 5);
+	assert_string_equal(buf, "/a/?q");
+	assert_int_equal(path_dir_location("a", "q", 1, buf, 5), -ENAMETOOLONG);
+	/* qlen is respected: the rest is not part of the query. */
+	assert_int_equal(path_dir_location("a", "q=1#x", 3, buf, sizeof(buf)),
+			 7);
+	assert_string_equal(buf, "/a/?q=1");
+	assert_int_equal(path_dir_location("", "", 0, buf, 2), 1);
+	assert_string_equal(buf, "/");
+	assert_int_equal(path_dir_location("", "", 0, buf, 1), -ENAMETOOLONG);
+	assert_int_equal(path_dir_location("", "", 0, buf, 0), -ENAMETOOLONG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +419,11 @@ int main(void)
 		cmocka_unit_test(test_len_is_respected),
 		cmocka_unit_test(test_capacity),
 		cmocka_unit_test(test_capacity_after_dotdot),
+		cmocka_unit_test(test_location_stays_on_this_server),
+		cmocka_unit_test(test_location_encodes),
+		cmocka_unit_test(test_location_query),
+		cmocka_unit_test(test_location_round_trip),
+		cmocka_unit_test(test_location_capacity),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
