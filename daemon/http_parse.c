@@ -413,6 +413,8 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 	case 8:
 		if (http_str_eq_ci(name, "if-range"))
 			set_first(&req->if_range, v);
+		else if (http_str_eq_ci(name, "if-match"))
+			set_first(&req->if_match, v);
 		break;
 	case 10:
 		if (http_str_eq_ci(name, "connection"))
@@ -435,6 +437,10 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 			/* We read no bodies, and TE is the smuggler's tool
 			 * (RFC 9112 6.1): refuse it in any form. */
 			return 400;
+		break;
+	case 19:
+		if (http_str_eq_ci(name, "if-unmodified-since"))
+			set_first(&req->if_unmodified_since, v);
 		break;
 	}
 	return 0;

@@ -42,8 +42,11 @@ struct http_request {
 	bool has_host;
 	struct http_str host;
 	/* Field values with surrounding whitespace trimmed; n == 0 if absent.
-	 * Repeated If-None-Match fields are not joined: the parser reports
-	 * only the first (a client sending two is rare and gets the first). */
+	 * Repeated If-Match and If-None-Match fields are not joined: the
+	 * parser reports only the first (a client sending two is rare and
+	 * gets the first). */
+	struct http_str if_match;
+	struct http_str if_unmodified_since;
 	struct http_str if_none_match;
 	struct http_str if_modified_since;
 	struct http_str range;

@@ -128,6 +128,8 @@ static void test_simple_get(void **state)
 	assert_str(res.req.host, "example.com");
 	assert_false(res.req.has_content_length);
 	assert_int_equal(res.req.if_none_match.n, 0);
+	assert_int_equal(res.req.if_match.n, 0);
+	assert_int_equal(res.req.if_unmodified_since.n, 0);
 	assert_int_equal(res.req.range.n, 0);
 	result_free(&res);
 }
@@ -375,6 +377,9 @@ static void test_captured_fields(void **state)
 			"HOST: h\r\n"
 			"if-none-match: \"a\", W/\"b\"\r\n"
 			"If-None-Match: \"second\"\r\n"
+			"IF-MATCH:  \"m\", \"n\" \r\n"
+			"If-Match: \"second\"\r\n"
+			"if-unmodified-since: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
 			"If-Modified-Since:Sun, 06 Nov 1994 08:49:37 GMT\r\n"
 			"RANGE: \t bytes=0-99 \t\r\n"
 			"If-Range: \"a\"\r\n"
@@ -387,6 +392,9 @@ static void test_captured_fields(void **state)
 
 	assert_str(res.req.host, "h");
 	assert_str(res.req.if_none_match, "\"a\", W/\"b\"");
+	assert_str(res.req.if_match, "\"m\", \"n\"");
+	assert_str(res.req.if_unmodified_since,
+		   "Thu, 01 Jan 1970 00:00:00 GMT");
 	assert_str(res.req.if_modified_since, "Sun, 06 Nov 1994 08:49:37 GMT");
 	assert_str(res.req.range, "bytes=0-99");
 	assert_str(res.req.if_range, "\"a\"");
