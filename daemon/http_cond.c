@@ -313,11 +313,15 @@ static struct http_str opaque(const char *etag)
 }
 
 /*
- * If-None-Match = "*" / #entity-tag, weak comparison (RFC 9110 13.1.2):
- * the opaque-tags are equal, whatever their W/ prefixes. A malformed list
- * stops matching where it breaks: a wrong 304 would be worse than a 200.
+ * Whether a field "*" / #entity-tag names etag (RFC 9110 13.1.1, 13.1.2).
+ * strong (If-Match): both tags are strong and equal; otherwise
+ * (If-None-Match) the weak comparison: the opaque-tags are equal,
+ * whatever their W/ prefixes. "*" names any current representation.
+ * A malformed list stops matching where it breaks: for If-None-Match a
+ * wrong 304 would be worse than a 200, for If-Match a 412 is safer than
+ * a representation the client did not ask for.
  */
-static bool none_match_hits(struct http_str v, const char *etag)
+static bool etag_list_hits(struct http_str v, const char *etag, bool strong)
 {
 	struct http_str mine;
 	size_t i = 0;
@@ -325,19 +329,23 @@ static bool none_match_hits(struct http_str v, const char *etag)
 	v = trim(v);
 	if (v.n == 1 && v.p[0] == '*')
 		return true;
-	if (!etag)
+	/* A weak tag of ours never matches strongly. */
+	if (!etag || (strong && etag[0] == 'W'))
 		return false;
 	mine = opaque(etag);
 	for (;;) {
 		const char *close;
 		size_t start;
+		bool weak = false;
 
 		while (i < v.n && (is_ows(v.p[i]) || v.p[i] == ','))
 			i++;
 		if (i == v.n)
 			return false;
-		if (v.n - i >= 2 && v.p[i] == 'W' && v.p[i + 1] == '/')
+		if (v.n - i >= 2 && v.p[i] == 'W' && v.p[i + 1] == '/') {
 			i += 2;
+			weak = true;
+		}
 		if (i == v.n || v.p[i] != '"')
 			return false;
 		start = i;
@@ -345,7 +353,7 @@ static bool none_match_hits(struct http_str v, const char *etag)
 		if (!close)
 			return false;
 		i = (size_t)(close - v.p) + 1;
-		if (i - start == mine.n &&
+		if (!(strong && weak) && i - start == mine.n &&
 		    memcmp(v.p + start, mine.p, mine.n) == 0)
 			return true;
 		while (i < v.n && is_ows(v.p[i]))
@@ -355,23 +363,36 @@ static bool none_match_hits(struct http_str v, const char *etag)
 	}
 }
 
+/* A field's HTTP-date, or false when it is absent or invalid (then the
+ * field is ignored: RFC 9110 13.1.3, 13.1.4). */
+static bool field_date(struct http_str v, time_t now, time_t *out)
+{
+	return v.n && date_parse_at(trim(v), now, out) == 0;
+}
+
 int http_precondition_at(const struct http_request *req, const char *etag,
 			 time_t mtime, time_t now)
 {
-	time_t ims;
+	bool get = req->method == HTTP_METHOD_GET ||
+		   req->method == HTTP_METHOD_HEAD;
+	time_t t;
 
-	if (req->method != HTTP_METHOD_GET && req->method != HTTP_METHOD_HEAD)
-		return 200;
-	/* RFC 9110 13.2.2: If-None-Match wins; If-Modified-Since is only
-	 * looked at without it. */
-	if (req->if_none_match.n)
-		return none_match_hits(req->if_none_match, etag) ? 304 : 200;
-	if (!req->if_modified_since.n)
-		return 200;
-	/* An invalid date, or one later than now, is ignored (13.1.3). */
-	if (date_parse_at(trim(req->if_modified_since), now, &ims) || ims > now)
-		return 200;
-	return mtime <= ims ? 304 : 200;
+	/* RFC 9110 13.2.2, steps 1 to 4 in order. */
+	if (req->if_match.n) {
+		if (!etag_list_hits(req->if_match, etag, true))
+			return 412;
+	} else if (field_date(req->if_unmodified_since, now, &t) && mtime > t) {
+		return 412;
+	}
+	if (req->if_none_match.n) {
+		if (etag_list_hits(req->if_none_match, etag, false))
+			return get ? 304 : 412;
+	} else if (get && field_date(req->if_modified_since, now, &t) &&
+		   t <= now && mtime <= t) {
+		/* A date later than now is no date (13.1.3). */
+		return 304;
+	}
+	return 200;
 }
 
 int http_precondition(const struct http_request *req, const char *etag,
@@ -470,6 +491,14 @@ enum http_range_result http_range_parse(struct http_str range, uint64_t size,
 		*last = has_last && b < size - 1 ? b : size - 1;
 	}
 	return HTTP_RANGE_OK;
+}
+
+bool http_range_applies(const struct http_request *req, const char *etag,
+			time_t mtime)
+{
+	if (req->method != HTTP_METHOD_GET && req->method != HTTP_METHOD_HEAD)
+		return false;
+	return req->range.n && http_if_range_ok(req->if_range, etag, mtime);
 }
 
 bool http_if_range_ok(struct http_str if_range, const char *etag, time_t mtime)

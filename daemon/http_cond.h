@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Validators and preconditions (RFC 9110 sections 8.8, 13, 14): HTTP dates,
- * ETags, If-None-Match / If-Modified-Since / If-Range, Range. Pure code.
+ * ETags, If-Match / If-Unmodified-Since / If-None-Match / If-Modified-Since
+ * / If-Range, Range. Pure code.
  */
 #ifndef ORCD_HTTP_COND_H
 #define ORCD_HTTP_COND_H
@@ -27,12 +28,19 @@ void http_etag_make(uint64_t ino, uint64_t size, int64_t mtime_sec,
 		    long mtime_nsec, char *out);
 
 /*
- * Evaluate If-None-Match and If-Modified-Since for a GET/HEAD of a
- * representation with the given strong etag and mtime.
- * If-None-Match (weak comparison, list, "*") takes precedence; then
- * If-Modified-Since is used only when If-None-Match is absent, and an
- * unparsable date, or one later than the current time, is ignored.
- * Returns 304 or 200 (always 200 for other methods).
+ * Evaluate a request's preconditions against a current representation
+ * with the given strong etag (NULL: none) and Last-Modified, steps 1 to 4
+ * of RFC 9110 13.2.2 in order:
+ *  1. If-Match (strong comparison, list, "*"): 412 when it does not match;
+ *  2. else If-Unmodified-Since: 412 when modified after it;
+ *  3. If-None-Match (weak comparison, list, "*"): when it matches, 304 for
+ *     GET and HEAD, 412 for other methods;
+ *  4. else, for GET and HEAD, If-Modified-Since: 304 when not modified
+ *     since.
+ * An unparsable date is ignored, and so is an If-Modified-Since later
+ * than now. Returns 200 (go on to step 5, http_range_applies), 304 or
+ * 412. Call it only where the answer would otherwise be 2xx (13.2.1):
+ * orcd answers other methods 405 and a missing file 404 before.
  */
 int http_precondition(const struct http_request *req, const char *etag,
 		      time_t mtime);
@@ -40,6 +48,16 @@ int http_precondition(const struct http_request *req, const char *etag,
  * it at hand); http_precondition uses time(NULL). */
 int http_precondition_at(const struct http_request *req, const char *etag,
 			 time_t mtime, time_t now);
+
+/*
+ * Step 5 of RFC 9110 13.2.2, once http_precondition said 200: true when
+ * the request's Range is to be honoured, i.e. it has one, the method is
+ * GET or HEAD (13.2.2 names GET; orcd answers a HEAD with the head its
+ * GET would get, 206 included, as it always has) and If-Range is absent
+ * or matches (http_if_range_ok).
+ */
+bool http_range_applies(const struct http_request *req, const char *etag,
+			time_t mtime);
 
 enum http_range_result {
 	HTTP_RANGE_NONE,     /* no (usable) Range: serve the whole 200 */

@@ -230,8 +230,12 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 
 	if (lm > now)
 		lm = now;
+	status = http_precondition(req, etag, lm);
+	if (status == 412)
+		return render_status(plan, status, req->version_minor, head,
+				     now, NULL, buf, cap);
 	struct http_response r = {
-		.status = http_precondition(req, etag, lm),
+		.status = status,
 		.version_minor = req->version_minor,
 		.keep_alive = plan->keep_alive,
 		.now = now,
@@ -243,8 +247,7 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		.accept_ranges = true,
 	};
 
-	if (r.status == 200 && req->range.n &&
-	    http_if_range_ok(req->if_range, etag, r.last_modified))
+	if (r.status == 200 && http_range_applies(req, etag, r.last_modified))
 		rr = http_range_parse(req->range, plan->meta.size, &first,
 				      &last);
 	plan->offset = 0;

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Conditional requests (RFC 9110 section 13): If-None-Match (exact, list,
-weak comparison, *), If-Modified-Since, their precedence, and 304s
-without a body."""
+"""Conditional requests (RFC 9110 section 13): If-Match (strong
+comparison), If-Unmodified-Since, If-None-Match (exact, list, weak
+comparison, *), If-Modified-Since, If-Range, their precedence (13.2.2),
+304s without a body and 412s that keep the connection."""
 
 import sys
 
 import orcdtest
-from orcdtest import build_request, check, eq, http_date
+from orcdtest import build_request, check, eq, http_date, wait_until
 
 MTIME = 1600000000  # Sun, 13 Sep 2020 12:26:40 GMT
 BODY = b"conditional fixture\n"
@@ -176,6 +177,142 @@ def conditional_keeps_connection(srv):
             eq(c.read_response().status, 304, "304 on a kept-alive conn")
         c.send(build_request("GET", "/cond.txt", {"Connection": "close"}))
         is_200(c.read_response(), "after three 304s")
+
+
+def is_412(r, what, head=False):
+    eq(r.status, 412, what)
+    check(BODY not in r.body, what + ": the file's body on a 412")
+    if head:
+        eq(r.body, b"", what + ": body of a HEAD 412")
+    else:
+        check(r.body.startswith(b"<html>") and b"412" in r.body,
+              what + ": error page %r" % r.body[:80])
+
+
+@orcdtest.case
+def if_match_412(srv):
+    # What a new user tried first: nginx answers both with 412.
+    fixture(srv)
+    is_412(cond(srv, {"If-Match": '"nope"'}), "If-Match \"nope\"")
+    is_412(cond(srv, {"If-Unmodified-Since":
+                      "Thu, 01 Jan 1970 00:00:00 GMT"}), "IUS 1970")
+
+
+@orcdtest.case
+def if_match_strong_comparison(srv):
+    etag = fixture(srv)
+    for v in (etag, "*", '"a", %s' % etag, '%s,"b"' % etag, "  *  "):
+        is_200(cond(srv, {"If-Match": v}), "If-Match %s" % v)
+    # A weak tag never matches strongly, nor does a near miss.
+    for v in ("W/" + etag, '"a", W/%s' % etag, etag[:-2] + '"',
+              etag.strip('"'), '"a", "b"', "*, " + etag, "junk"):
+        is_412(cond(srv, {"If-Match": v}), "If-Match %s" % v)
+    is_412(cond(srv, {"If-Match": '"nope"'}, method="HEAD"),
+           "HEAD If-Match mismatch", head=True)
+    is_200(cond(srv, {"If-Match": etag}, method="GET"), "GET If-Match ok")
+
+
+@orcdtest.case
+def if_match_star_on_missing_file_404(srv):
+    # Preconditions are evaluated only where the answer would be 2xx.
+    r = srv.get("/no-such-file.txt", {"If-Match": "*"})
+    eq(r.status, 404, "If-Match * on a missing file")
+    r = srv.get("/no-such-file.txt", {"If-Match": '"nope"'})
+    eq(r.status, 404, "If-Match mismatch on a missing file")
+
+
+@orcdtest.case
+def if_unmodified_since(srv):
+    fixture(srv)
+    for t in (MTIME, MTIME + 1, MTIME + 86400 * 365):
+        is_200(cond(srv, {"If-Unmodified-Since": http_date(t)}),
+               "IUS %s" % http_date(t))
+    for t in (MTIME - 1, 0):
+        is_412(cond(srv, {"If-Unmodified-Since": http_date(t)}),
+               "IUS %s" % http_date(t))
+    is_412(cond(srv, {"If-Unmodified-Since":
+                      "Sunday, 13-Sep-20 12:26:39 GMT"}), "IUS RFC 850")
+    # An invalid date is ignored.
+    for v in ("garbage", "Sun, 13 Sep 2020 12:26:39", "0",
+              "Thu, 01 Jan 1970 00:00:00 GMT, Thu, 01 Jan 1970 00:00:00 GMT"):
+        is_200(cond(srv, {"If-Unmodified-Since": v}), "IUS %r" % v)
+
+
+@orcdtest.case
+def precedence_rfc9110_13_2_2(srv):
+    etag = fixture(srv)
+    old, new = http_date(MTIME - 100), http_date(MTIME + 100)
+    # 1. If-Match decides, and If-Unmodified-Since is then ignored.
+    is_200(cond(srv, {"If-Match": etag, "If-Unmodified-Since": old}),
+           "If-Match ok + IUS failing")
+    is_412(cond(srv, {"If-Match": '"x"', "If-Unmodified-Since": new}),
+           "If-Match failing + IUS ok")
+    # 1/2 before 3: a failed If-Match or IUS is 412 even when
+    # If-None-Match would have been 304.
+    is_412(cond(srv, {"If-Match": '"x"', "If-None-Match": etag}),
+           "If-Match failing + INM match")
+    is_412(cond(srv, {"If-Unmodified-Since": old, "If-None-Match": etag}),
+           "IUS failing + INM match")
+    is_304(cond(srv, {"If-Match": etag, "If-None-Match": etag}), etag,
+           "If-Match ok + INM match")
+    is_304(cond(srv, {"If-Unmodified-Since": new,
+                      "If-Modified-Since": new}), etag,
+           "IUS ok + IMS not modified")
+    is_200(cond(srv, {"If-Match": "*", "If-None-Match": '"x"',
+                      "If-Modified-Since": new}), "INM mismatch wins over IMS")
+    # 412 before Range.
+    r = cond(srv, {"If-Match": '"x"', "Range": "bytes=0-3"})
+    is_412(r, "If-Match failing + Range")
+    check(r.header("content-range") is None, "Content-Range on a 412")
+    r = cond(srv, {"If-Match": etag, "Range": "bytes=0-3"})
+    eq((r.status, r.body), (206, BODY[:4]), "If-Match ok + Range")
+    # 3/4 before 5: a 304 wins over Range and If-Range.
+    is_304(cond(srv, {"If-None-Match": etag, "Range": "bytes=0-3",
+                      "If-Range": etag}), etag, "INM match + Range")
+    is_304(cond(srv, {"If-Modified-Since": new, "Range": "bytes=0-3"}),
+           etag, "IMS + Range")
+    # 5. If-Range: a match honours the Range, a mismatch sends it all.
+    r = cond(srv, {"If-Match": etag, "If-None-Match": '"x"',
+                   "Range": "bytes=0-3", "If-Range": etag})
+    eq((r.status, r.body), (206, BODY[:4]), "all pass + If-Range match")
+    is_200(cond(srv, {"If-Match": etag, "Range": "bytes=0-3",
+                      "If-Range": '"x"'}), "If-Match ok + If-Range stale")
+    is_200(cond(srv, {"Range": "bytes=0-3", "If-Range": old}),
+           "If-Range date mismatch")
+
+
+@orcdtest.case
+def precondition_failed_keeps_connection(srv):
+    fixture(srv)
+    with srv.conn() as c:
+        for h in ({"If-Match": '"nope"'},
+                  {"If-Unmodified-Since": http_date(0)}) * 2:
+            c.send(build_request("GET", "/cond.txt", h))
+            is_412(c.read_response(), "412 on a kept-alive conn")
+        c.send(build_request("HEAD", "/cond.txt", {"If-Match": '"nope"'}))
+        is_412(c.read_response(head_request=True), "HEAD 412", head=True)
+        c.send(build_request("GET", "/cond.txt", {"Connection": "close"}))
+        is_200(c.read_response(), "after the 412s")
+        check(c.closed_by_peer(), "Connection: close not honoured")
+
+
+@orcdtest.case
+def precondition_failed_logged(srv):
+    fixture(srv)
+    marker = "/cond.txt?logged-412"
+
+    def lines():
+        try:
+            with open(srv.access_log, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return []
+        return [ln for ln in text.splitlines() if marker in ln]
+
+    srv.get(marker, {"If-Match": '"nope"'})
+    wait_until(lambda: lines(), 10, "the 412 in the access log")
+    check('"GET %s HTTP/1.1" 412 ' % marker in lines()[0],
+          "access log line %r" % lines()[0])
 
 
 @orcdtest.case

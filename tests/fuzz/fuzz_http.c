@@ -83,9 +83,13 @@ static void check_semantics(const struct http_request *req, size_t size)
 
 	http_etag_make(size, size * 31, (int64_t)size, 5, etag);
 	status = http_precondition_at(req, etag, mtime, now);
-	CHECK(status == 200 || status == 304);
+	CHECK(status == 200 || status == 304 || status == 412);
 	ir = http_if_range_ok(req->if_range, etag, mtime);
+	/* Step 5 is If-Range itself, for a request with a Range. */
+	CHECK(http_range_applies(req, etag, mtime) ==
+	      (req->method != HTTP_METHOD_OTHER && req->range.n && ir));
 	check_date(req->if_modified_since);
+	check_date(req->if_unmodified_since);
 	check_date(req->if_range);
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -170,6 +174,8 @@ static void run(const char *buf, size_t size, const struct http_limits *lim)
 		CHECK(inside(buf, size, req.host));
 		CHECK(inside(buf, size, req.range));
 		CHECK(inside(buf, size, req.if_none_match));
+		CHECK(inside(buf, size, req.if_match));
+		CHECK(inside(buf, size, req.if_unmodified_since));
 		CHECK(req.method == HTTP_METHOD_OTHER ||
 		      req.content_length == 0);
 		CHECK(req.version_minor == 0 || req.has_host);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of daemon/http_cond.c: HTTP dates, ETags, If-None-Match /
- * If-Modified-Since precedence, Range and If-Range.
+ * Unit tests of daemon/http_cond.c: HTTP dates, ETags, the preconditions
+ * (If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since,
+ * If-Range) and their precedence, Range.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -295,14 +296,16 @@ static void test_precedence(void **state)
 	assert_int_equal(pre(ETAG, "Sun, 06 Nov 1994 08:49:36 GMT"), 304);
 	assert_int_equal(pre("junk", "Sun, 06 Nov 1994 08:49:37 GMT"), 200);
 
-	/* Only GET and HEAD are evaluated. */
+	/* 304 is for GET and HEAD; another method fails If-None-Match
+	 * with 412 and ignores If-Modified-Since (RFC 9110 13.1.2, 13.1.3;
+	 * orcd answers such methods 405 before asking). */
 	struct http_request r = req_with(HTTP_METHOD_HEAD, ETAG, NULL);
 
 	assert_int_equal(http_precondition_at(&r, ETAG, MTIME, NOW), 304);
 	r = req_with(HTTP_METHOD_HEAD, NULL, "Sun, 06 Nov 1994 08:49:37 GMT");
 	assert_int_equal(http_precondition_at(&r, ETAG, MTIME, NOW), 304);
 	r = req_with(HTTP_METHOD_OTHER, ETAG, NULL);
-	assert_int_equal(http_precondition_at(&r, ETAG, MTIME, NOW), 200);
+	assert_int_equal(http_precondition_at(&r, ETAG, MTIME, NOW), 412);
 	r = req_with(HTTP_METHOD_OTHER, NULL, "Sun, 06 Nov 1994 08:49:37 GMT");
 	assert_int_equal(http_precondition_at(&r, ETAG, MTIME, NOW), 200);
 
@@ -320,6 +323,210 @@ static void test_precedence(void **state)
 	assert_int_equal(http_precondition(&r, ETAG, MTIME), 304);
 	r = req_with(HTTP_METHOD_GET, NULL, "Fri, 31 Dec 9999 23:59:59 GMT");
 	assert_int_equal(http_precondition(&r, ETAG, MTIME), 200);
+}
+
+/* ---- the whole of RFC 9110 13.2.2 ---- */
+
+#define GET   HTTP_METHOD_GET
+#define HEAD  HTTP_METHOD_HEAD
+#define OTHER HTTP_METHOD_OTHER
+#define EQ    "Sun, 06 Nov 1994 08:49:37 GMT" /* == MTIME */
+#define OLD   "Sun, 06 Nov 1994 08:49:36 GMT"
+#define NEW   "Sun, 06 Nov 1994 08:49:38 GMT"
+#define EPOCH "Thu, 01 Jan 1970 00:00:00 GMT"
+#define LATER "Fri, 15 Jan 2027 08:00:01 GMT" /* NOW + 1 */
+#define BAD   "yesterday"
+#define RANGE "bytes=0-1"
+
+struct cond_case {
+	enum http_method m;
+	const char *im, *ius, *inm, *ims, *range, *ir;
+	int want; /* 200, 304, 412, or 206: 200 and the Range applies */
+};
+
+static int outcome(const struct cond_case *c, const char *etag)
+{
+	struct http_request r;
+	int st;
+
+	memset(&r, 0, sizeof(r));
+	r.method = c->m;
+	r.if_match = c->im ? S(c->im) : r.if_match;
+	r.if_unmodified_since = c->ius ? S(c->ius) : r.if_unmodified_since;
+	r.if_none_match = c->inm ? S(c->inm) : r.if_none_match;
+	r.if_modified_since = c->ims ? S(c->ims) : r.if_modified_since;
+	r.range = c->range ? S(c->range) : r.range;
+	r.if_range = c->ir ? S(c->ir) : r.if_range;
+	st = http_precondition_at(&r, etag, MTIME, NOW);
+	if (st == 200 && http_range_applies(&r, etag, MTIME))
+		st = 206;
+	return st;
+}
+
+static void expect_outcomes(const struct cond_case *c, size_t n,
+			    const char *etag)
+{
+	for (size_t i = 0; i < n; i++) {
+		int got = outcome(&c[i], etag);
+
+		if (got != c[i].want)
+			fail_msg("case %zu (m %d, If-Match %s, IUS %s, INM %s, "
+				 "IMS %s, Range %s, If-Range %s): %d, want %d",
+				 i, c[i].m, c[i].im, c[i].ius, c[i].inm,
+				 c[i].ims, c[i].range, c[i].ir, got, c[i].want);
+	}
+}
+
+#define EXPECT_OUTCOMES(cases, etag) \
+	expect_outcomes(cases, sizeof(cases) / sizeof(cases[0]), etag)
+
+static void test_each_alone(void **state)
+{
+	(void)state;
+	static const struct cond_case cases[] = {
+		{GET, .want = 200},
+		/* If-Match: strong comparison, lists, "*". */
+		{GET, .im = ETAG, .want = 200},
+		{GET, .im = "*", .want = 200},
+		{GET, .im = " * ", .want = 200},
+		{GET, .im = "\"a\", " ETAG, .want = 200},
+		{GET, .im = ETAG ", \"b\"", .want = 200},
+		{GET, .im = " ,\"a\" ,, " ETAG " , ", .want = 200},
+		{GET, .im = "\"nope\"", .want = 412},
+		{GET, .im = "\"a\", \"b\"", .want = 412},
+		{GET, .im = "W/" ETAG, .want = 412}, /* weak never matches */
+		{GET, .im = "\"a\", W/" ETAG, .want = 412},
+		{GET, .im = "\"5F3-1A-2B\"", .want = 412},
+		{GET, .im = "5f3-1a-2b", .want = 412},
+		{GET, .im = "junk", .want = 412},
+		{GET, .im = "*, " ETAG, .want = 412}, /* malformed */
+		{GET, .im = "\"a\" junk, " ETAG, .want = 412},
+		{GET, .im = ETAG " junk", .want = 200}, /* matched before */
+		/* If-Unmodified-Since: 412 when modified after it. */
+		{GET, .ius = EQ, .want = 200},
+		{GET, .ius = NEW, .want = 200},
+		{GET, .ius = LATER, .want = 200},
+		{GET, .ius = OLD, .want = 412},
+		{GET, .ius = EPOCH, .want = 412},
+		{GET, .ius = "Sunday, 06-Nov-94 08:49:36 GMT", .want = 412},
+		{GET, .ius = "Sun Nov  6 08:49:36 1994", .want = 412},
+		{GET, .ius = " " OLD " ", .want = 412},
+		/* ...and an invalid date, a list included, is ignored. */
+		{GET, .ius = BAD, .want = 200},
+		{GET, .ius = OLD ", " OLD, .want = 200},
+		{GET, .ius = "Sun, 06 Nov 1994 08:49:36", .want = 200},
+		/* If-None-Match: weak comparison. */
+		{GET, .inm = ETAG, .want = 304},
+		{GET, .inm = "W/" ETAG, .want = 304},
+		{GET, .inm = "*", .want = 304},
+		{GET, .inm = "\"nope\"", .want = 200},
+		/* If-Modified-Since. */
+		{GET, .ims = EQ, .want = 304},
+		{GET, .ims = NEW, .want = 304},
+		{GET, .ims = OLD, .want = 200},
+		{GET, .ims = LATER, .want = 200},
+		{GET, .ims = BAD, .want = 200},
+		/* Range and If-Range. */
+		{GET, .range = RANGE, .want = 206},
+		{GET, .range = RANGE, .ir = ETAG, .want = 206},
+		{GET, .range = RANGE, .ir = EQ, .want = 206},
+		{GET, .range = RANGE, .ir = "\"nope\"", .want = 200},
+		{GET, .range = RANGE, .ir = "W/" ETAG, .want = 200},
+		{GET, .range = RANGE, .ir = OLD, .want = 200},
+		{GET, .range = RANGE, .ir = NEW, .want = 200},
+		{GET, .range = RANGE, .ir = BAD, .want = 200},
+		{GET, .ir = ETAG, .want = 200}, /* If-Range without Range */
+	};
+
+	EXPECT_OUTCOMES(cases, ETAG);
+}
+
+static void test_pairs_in_order(void **state)
+{
+	(void)state;
+	static const struct cond_case cases[] = {
+		/* 1 before 2: with If-Match, If-Unmodified-Since is
+		 * ignored, whichever way either goes. */
+		{GET, .im = ETAG, .ius = OLD, .want = 200},
+		{GET, .im = "*", .ius = EPOCH, .want = 200},
+		{GET, .im = "\"x\"", .ius = NEW, .want = 412},
+		{GET, .im = "\"x\"", .ius = OLD, .want = 412},
+		/* 1 and 2 before 3: a failure is 412 even where If-None-Match
+		 * alone would be 304. */
+		{GET, .im = "\"x\"", .inm = ETAG, .want = 412},
+		{GET, .ius = OLD, .inm = ETAG, .want = 412},
+		{GET, .ius = OLD, .inm = "\"x\"", .want = 412},
+		{GET, .im = ETAG, .inm = ETAG, .want = 304},
+		{GET, .im = ETAG, .inm = "\"x\"", .want = 200},
+		{GET, .ius = NEW, .inm = ETAG, .want = 304},
+		{GET, .ius = BAD, .inm = ETAG, .want = 304},
+		/* 1 and 2 before 4. */
+		{GET, .im = "\"x\"", .ims = EQ, .want = 412},
+		{GET, .ius = OLD, .ims = EQ, .want = 412},
+		{GET, .ius = EQ, .ims = EQ, .want = 304},
+		/* 3 before 4: If-Modified-Since only without If-None-Match. */
+		{GET, .inm = "\"x\"", .ims = EQ, .want = 200},
+		{GET, .inm = "junk", .ims = EQ, .want = 200},
+		{GET, .inm = ETAG, .ims = OLD, .want = 304},
+		/* Everything before 5: Range only once the rest said 200. */
+		{GET, .im = "\"x\"", .range = RANGE, .want = 412},
+		{GET, .ius = OLD, .range = RANGE, .want = 412},
+		{GET, .inm = ETAG, .range = RANGE, .ir = ETAG, .want = 304},
+		{GET, .ims = EQ, .range = RANGE, .want = 304},
+		{GET, .im = ETAG, .range = RANGE, .want = 206},
+		{GET, .im = ETAG, .range = RANGE, .ir = "\"x\"", .want = 200},
+		{GET, .inm = "\"x\"", .range = RANGE, .ir = ETAG, .want = 206},
+		{GET, .ims = OLD, .range = RANGE, .ir = EQ, .want = 206},
+		/* All at once, each passing. */
+		{GET, .im = ETAG, .ius = OLD, .inm = "\"x\"", .ims = EQ,
+		 .range = RANGE, .ir = ETAG, .want = 206},
+	};
+
+	EXPECT_OUTCOMES(cases, ETAG);
+}
+
+static void test_methods_and_own_tags(void **state)
+{
+	(void)state;
+	static const struct cond_case cases[] = {
+		/* HEAD answers as its GET would. */
+		{HEAD, .im = "\"x\"", .want = 412},
+		{HEAD, .ius = OLD, .want = 412},
+		{HEAD, .inm = ETAG, .want = 304},
+		{HEAD, .ims = EQ, .want = 304},
+		{HEAD, .range = RANGE, .ir = ETAG, .want = 206},
+		/* Other methods (orcd answers them 405 first): no 304, and
+		 * no Range. */
+		{OTHER, .im = "\"x\"", .want = 412},
+		{OTHER, .im = ETAG, .want = 200},
+		{OTHER, .ius = OLD, .want = 412},
+		{OTHER, .inm = ETAG, .want = 412},
+		{OTHER, .inm = "*", .want = 412},
+		{OTHER, .inm = "\"x\"", .want = 200},
+		{OTHER, .ims = EQ, .want = 200},
+		{OTHER, .range = RANGE, .want = 200},
+	};
+	/* A weak tag of ours: only "*" passes If-Match, If-None-Match
+	 * still matches weakly, and If-Range never. */
+	static const struct cond_case weak[] = {
+		{GET, .im = "W/" ETAG, .want = 412},
+		{GET, .im = ETAG, .want = 412},
+		{GET, .im = "*", .want = 200},
+		{GET, .inm = ETAG, .want = 304},
+		{GET, .inm = "W/" ETAG, .want = 304},
+		{GET, .range = RANGE, .ir = ETAG, .want = 200},
+		{GET, .range = RANGE, .ir = "W/" ETAG, .want = 200},
+	};
+	/* No tag at all: only "*" matches. */
+	static const struct cond_case none[] = {
+		{GET, .im = "*", .want = 200},	{GET, .im = ETAG, .want = 412},
+		{GET, .inm = "*", .want = 304}, {GET, .inm = ETAG, .want = 200},
+		{GET, .ius = OLD, .want = 412},
+	};
+
+	EXPECT_OUTCOMES(cases, ETAG);
+	EXPECT_OUTCOMES(weak, "W/" ETAG);
+	EXPECT_OUTCOMES(none, NULL);
 }
 
 /* ---- Range ---- */
@@ -475,6 +682,9 @@ int main(void)
 		cmocka_unit_test(test_if_none_match),
 		cmocka_unit_test(test_if_modified_since),
 		cmocka_unit_test(test_precedence),
+		cmocka_unit_test(test_each_alone),
+		cmocka_unit_test(test_pairs_in_order),
+		cmocka_unit_test(test_methods_and_own_tags),
 		cmocka_unit_test(test_range),
 		cmocka_unit_test(test_if_range),
 	};
