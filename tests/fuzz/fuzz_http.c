@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target for the pure HTTP layer: the request parser, then
- * preconditions, ranges, If-Range, dates and the renderer on whatever it
- * accepted. Every invariant that must hold for any input is checked with
+ * preconditions, ranges, If-Range, dates, the renderer and a directory
+ * redirect's Location on whatever it accepted. Every invariant that must hold for any input is checked with
  * __builtin_trap(), so a violation is a crash the fuzzer reports.
  */
 #include <errno.h>
@@ -13,6 +13,7 @@
 #include "http_cond.h"
 #include "http_parse.h"
 #include "http_render.h"
+#include "path.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -147,6 +148,35 @@ static void check_semantics(const struct http_request *req, size_t size)
 	CHECK(http_error_body(status, body, sizeof(body)) <= sizeof(body));
 }
 
+/* The Location a directory at this path would be redirected to stays on
+ * this server, is plain URI text, and names the same directory again. */
+static void check_location(const struct http_request *req)
+{
+	char rel[512], back[512], loc[2048];
+	const char *q;
+	bool trailing;
+	int n;
+
+	if (path_normalize(req->path.p, req->path.n, rel, sizeof(rel),
+			   &trailing))
+		return;
+	n = path_dir_location(rel, req->query.p, req->query.n, loc,
+			      sizeof(loc));
+	if (n < 0) {
+		CHECK(n == -ENAMETOOLONG);
+		return;
+	}
+	CHECK((size_t)n == strlen(loc));
+	CHECK(loc[0] == '/' && loc[1] != '/');
+	for (int i = 0; i < n; i++)
+		CHECK(loc[i] > 0x20 && loc[i] < 0x7f && loc[i] != '\\' &&
+		      loc[i] != '#');
+	q = memchr(loc, '?', (size_t)n);
+	CHECK(path_normalize(loc, q ? (size_t)(q - loc) : (size_t)n, back,
+			     sizeof(back), &trailing) == 0);
+	CHECK(trailing && strcmp(back, rel) == 0);
+}
+
 static void run(const char *buf, size_t size, const struct http_limits *lim)
 {
 	struct http_request req, pre;
@@ -197,8 +227,10 @@ static void run(const char *buf, size_t size, const struct http_limits *lim)
 			CHECK(pre.head_len == req.head_len);
 	}
 
-	if (res == HTTP_PARSE_OK)
+	if (res == HTTP_PARSE_OK) {
 		check_semantics(&req, size);
+		check_location(&req);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
