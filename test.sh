@@ -57,6 +57,21 @@ run_ctest() {
 	rm -f "$out"
 }
 
+# The QEMU tests build the kernels (kernel/build.sh; cold, ~17 min on 2
+# cores) inside ctest, which shows a test's output only once it has ended.
+# Build them here first, where build.sh's progress lines (objects done of
+# the total and the time, every 20 s) reach the terminal; in ctest they are
+# then up to date.
+if [ "$quick" = 0 ]; then
+	for variant in "" --unpatched; do
+		echo "=== kernel: kernel/build.sh $variant" >&2
+		if ! kernel/build.sh $variant >/dev/null; then
+			summary+=("kernel/build.sh $variant: FAILED")
+			failed=$((failed + 1)); total=$((total + 1))
+		fi
+	done
+fi
+
 run_ctest "release" build -DORCD_QEMU_TESTS=$((1 - quick))
 if [ "$quick" = 0 ]; then
 	run_ctest "asan+ubsan" build-asan -DORCD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
