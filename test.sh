@@ -18,6 +18,7 @@ fi
 jobs=$(nproc)
 total=0
 failed=0
+skipped=0
 summary=()
 
 # run_ctest NAME BUILD_DIR [cmake args...]: configure, build, ctest; tally.
@@ -43,16 +44,18 @@ run_ctest() {
 	local out
 	out=$(mktemp)
 	ctest --test-dir "$dir" --output-on-failure -j "$jobs" 2>&1 | tee "$out"
-	local line n f
+	local line n f s
 	line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$out" | tail -1)
 	n=$(sed -nE 's/.*failed out of ([0-9]+).*/\1/p' <<<"$line")
 	f=$(sed -nE 's/.* ([0-9]+) tests failed out of.*/\1/p' <<<"$line")
+	# ctest counts a skipped test (SKIP_RETURN_CODE) among the passed.
+	s=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Skipped' "$out")
 	if [ -z "$n" ]; then
 		summary+=("$name: ctest produced no summary")
 		failed=$((failed + 1)); total=$((total + 1))
 	else
-		total=$((total + n)); failed=$((failed + f))
-		summary+=("$name: $((n - f)) of $n passed")
+		total=$((total + n)); failed=$((failed + f)); skipped=$((skipped + s))
+		summary+=("$name: $((n - f - s)) of $n passed, $s skipped")
 	fi
 	rm -f "$out"
 }
@@ -81,5 +84,5 @@ fi
 echo
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
-echo "$((total - failed)) passed, $failed failed"
+echo "$((total - failed - skipped)) passed, $skipped skipped, $failed failed"
 [ "$failed" -eq 0 ]
