@@ -57,6 +57,7 @@ static void begin(struct uconn *c)
 {
 	uring_batch_begin(c);
 	c->state = CS_RESP;
+	c->iov_sent = false;
 }
 
 static struct h1_resp *resp_of(struct uconn *c)
@@ -77,7 +78,6 @@ static void prep_send(struct uconn *c, struct io_uring_sqe *sqe)
 			   SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
 	sqe->flags |= c->uw->fl->slot_sqe_flag;
 	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
-	c->iov_sent = false;
 	arm_send_timer(c);
 }
 
