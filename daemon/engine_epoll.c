@@ -9,6 +9,15 @@
  * Memory per connection is bounded: the core lends a request buffer only
  * while a request is being read or answered, so an idle keep-alive
  * connection costs only its struct.
+ *
+ * With the stat cache (stat_cache.h) the planner's facts come from it and
+ * the body from what it keeps: a small file's bytes go beside the head in
+ * one sendmsg, a large kept-open file by sendfile. Otherwise the file is
+ * opened here, fstat'ed against the facts the head was rendered from (a
+ * mismatch is a replan, as a chain's failed open is), sent by sendfile,
+ * and offered to the cache. Each turn of the loop is a batch: the turn's
+ * first lookup reads pending change events, so a change completed before
+ * a request arrived is seen by it, as on the io_uring engines.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,9 +34,11 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "file_meta.h"
 #include "http1.h"
 #include "log.h"
 #include "server.h"
+#include "stat_cache.h"
 
 /* Bytes sendfile moves per readiness event, so one big download cannot
  * starve the other connections of the worker. */
@@ -56,6 +67,9 @@ struct ep_conn {
 	unsigned send_timeout_ms; /* OP_RESPOND: without progress */
 	size_t head_sent;
 	uint64_t body_sent;
+	bool src_ready;	      /* the body's source is chosen */
+	struct sc_body *body; /* kept bytes (or a kept open file), referenced */
+	int file_fd;	      /* a file opened for this response, or -1 */
 };
 
 struct ep_worker {
@@ -71,6 +85,8 @@ struct ep_worker {
 	struct ep_conn *conns; /* all open connections */
 	unsigned n_conns;
 	bool accepting;
+	struct stat_cache *sc; /* lookups and kept bodies, or NULL */
+	ev_check batch;	       /* each turn of the loop is a batch */
 };
 
 static struct ep_conn *ep_of(struct h1_conn *h)
@@ -135,6 +151,7 @@ static void ep_respond(struct h1_conn *h, unsigned timeout_ms)
 	c->send_timeout_ms = timeout_ms;
 	c->head_sent = 0;
 	c->body_sent = 0;
+	c->src_ready = false;
 	watch(c, EV_WRITE, timeout_ms / 1000.0);
 	/* The socket is almost always writable: try in this turn of the
 	 * loop (never inside the caller) instead of asking epoll first,
@@ -165,11 +182,14 @@ static void ep_cancel(struct h1_conn *h)
 	ev_feed_event(c->ew->loop, &c->io, EV_CUSTOM);
 }
 
+static void src_release(struct ep_conn *c);
+
 static void ep_close(struct h1_conn *h)
 {
 	struct ep_conn *c = ep_of(h);
 	struct ep_worker *ew = c->ew;
 
+	src_release(c);
 	ev_io_stop(ew->loop, &c->io);
 	ev_timer_stop(ew->loop, &c->timer);
 	close(c->fd);
@@ -227,6 +247,121 @@ static void do_linger(struct ep_conn *c)
 	c->ew->core->lingered(&c->h1, n < 0 ? -errno : (int)n);
 }
 
+/* ---- the body's source ---- */
+
+/* Where this response's body comes from: the plan's fd (no cache), the
+ * cache's kept bytes or open file, or a file opened here. 0, or how the
+ * response ends before a byte is sent. */
+static int src_choose(struct ep_conn *c)
+{
+	struct response_plan *p = &c->h1.resp->plan;
+	struct orcd_config *cfg = c->h1.cfg;
+	struct file_meta now;
+	int fd, r;
+
+	c->src_ready = true;
+	if (!p->send_file || !p->length || p->fd >= 0)
+		return 0;
+	c->body = stat_cache_body(c->ew->sc, cfg, p->relpath, &p->meta);
+	if (c->body) {
+		if (c->body->fd >= 0)
+			STAT_INC(c->ew->w, sendfile_bodies);
+		return 0;
+	}
+	r = file_meta_lookup(cfg->root_fd, p->relpath[0] ? p->relpath : ".", 0,
+			     &now, &fd);
+	if (r == -EACCES || r == -EPERM)
+		return H1_DENIED;
+	if (r)
+		return H1_REPLAN;
+	if (!file_meta_same(&now, &p->meta)) {
+		/* Changed since the facts the head says: answer again. */
+		close(fd);
+		return H1_REPLAN;
+	}
+	c->file_fd = fd;
+	return 0;
+}
+
+/* A whole body went out from a file opened here: offer it to the cache
+ * (small: its bytes; large: a mapping and the open file). */
+static void src_offer(struct ep_conn *c)
+{
+	const struct response_plan *p = &c->h1.resp->plan;
+	struct stat_cache *sc = c->ew->sc;
+	char *buf;
+
+	if (!sc || c->file_fd < 0)
+		return;
+	if (p->meta.size > STAT_CACHE_DATA_FILE) {
+		stat_cache_keep_map(sc, c->h1.cfg, p->relpath, &p->meta);
+		return;
+	}
+	buf = malloc(p->meta.size);
+	if (buf &&
+	    pread(c->file_fd, buf, p->meta.size, 0) == (ssize_t)p->meta.size)
+		stat_cache_keep_data(sc, c->h1.cfg, p->relpath, &p->meta, buf,
+				     p->meta.size);
+	free(buf);
+}
+
+static void src_release(struct ep_conn *c)
+{
+	stat_cache_body_put(c->body);
+	c->body = NULL;
+	if (c->file_fd >= 0)
+		close(c->file_fd);
+	c->file_fd = -1;
+	c->src_ready = false;
+}
+
+/* Head and body bytes kept in memory, in sendmsg calls of two iovecs. */
+static int send_kept(struct ep_conn *c, bool *progress)
+{
+	struct response_plan *p = &c->h1.resp->plan;
+	const char *body = c->body->data + p->offset;
+	uint64_t budget = SENDFILE_CHUNK;
+
+	while ((c->head_sent < p->head_len || c->body_sent < p->length) &&
+	       budget) {
+		struct iovec iov[2];
+		struct msghdr m = {.msg_iov = iov};
+		uint64_t want = p->length - c->body_sent;
+		ssize_t n;
+
+		if (c->head_sent < p->head_len) {
+			iov[m.msg_iovlen].iov_base =
+				c->h1.resp->buf + c->head_sent;
+			iov[m.msg_iovlen++].iov_len =
+				p->head_len - c->head_sent;
+		}
+		if (want) {
+			iov[m.msg_iovlen].iov_base =
+				(void *)(body + c->body_sent);
+			iov[m.msg_iovlen++].iov_len =
+				(size_t)(want < budget ? want : budget);
+		}
+		n = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		c->h1.bytes_sent += (uint64_t)n;
+		*progress = true;
+		if (c->head_sent < p->head_len) {
+			size_t h = p->head_len - c->head_sent;
+
+			if ((size_t)n <= h) {
+				c->head_sent += (size_t)n;
+				continue;
+			}
+			c->head_sent = p->head_len;
+			n -= (ssize_t)h;
+		}
+		c->body_sent += (uint64_t)n;
+		budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
+	}
+	return c->head_sent == p->head_len && c->body_sent == p->length;
+}
+
 /* Head by send (MSG_MORE when a body follows), body by sendfile in
  * bounded chunks. Returns 1 when all is out, 0 to wait, -1 on failure
  * (client gone, or the file shrank so Content-Length cannot be met). */
@@ -235,6 +370,14 @@ static int send_some(struct ep_conn *c, bool *progress)
 	struct response_plan *p = &c->h1.resp->plan;
 	const char *head = c->h1.resp->buf;
 	uint64_t budget = SENDFILE_CHUNK;
+	int fd = p->fd;
+
+	if (c->body && c->body->fd >= 0)
+		fd = c->body->fd;
+	else if (c->body)
+		return send_kept(c, progress);
+	else if (c->file_fd >= 0)
+		fd = c->file_fd;
 
 	while (c->head_sent < p->head_len) {
 		int more = p->send_file ? MSG_MORE : 0;
@@ -255,7 +398,7 @@ static int send_some(struct ep_conn *c, bool *progress)
 
 		if (want > budget)
 			want = budget;
-		n = sendfile(c->fd, p->fd, &off, want);
+		n = sendfile(c->fd, fd, &off, want);
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		if (n == 0)
@@ -273,14 +416,28 @@ static int send_some(struct ep_conn *c, bool *progress)
 static void do_respond(struct ep_conn *c)
 {
 	bool progress = false;
-	int r = send_some(c, &progress);
+	int r;
 
+	if (!c->src_ready) {
+		int end = src_choose(c);
+
+		if (end) {
+			src_release(c);
+			c->op = OP_NONE;
+			c->ew->core->responded(&c->h1, end);
+			return;
+		}
+	}
+	r = send_some(c, &progress);
 	if (r == 0) {
 		/* The send timeout counts from the last progress. */
 		if (progress)
 			watch(c, EV_WRITE, c->send_timeout_ms / 1000.0);
 		return;
 	}
+	if (r > 0)
+		src_offer(c);
+	src_release(c);
 	c->op = OP_NONE;
 	c->ew->core->responded(&c->h1, r > 0 ? H1_SENT : H1_FAILED);
 }
@@ -324,6 +481,7 @@ static void conn_fail_op(struct ep_conn *c, int err)
 		core->received(&c->h1, err);
 		break;
 	case OP_RESPOND:
+		src_release(c);
 		core->responded(&c->h1, H1_FAILED);
 		break;
 	case OP_LINGER:
@@ -374,6 +532,7 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 		}
 		c->ew = ew;
 		c->fd = fd;
+		c->file_fd = -1;
 		ev_io_init(&c->io, conn_on_io, fd, EV_READ);
 		ev_timer_init(&c->timer, conn_on_timer, 0., 0.);
 		c->next = ew->conns;
@@ -450,6 +609,15 @@ static void begin_stop(struct ep_worker *ew)
 	ev_timer_start(ew->loop, &ew->drain_timer);
 }
 
+/* Plans take facts from the cache where it can answer; elsewhere
+ * (stat_cache 0, a 9p root) the plan opens the file and the body goes by
+ * sendfile from that fd: one open per request, not a lookup and then an
+ * open. */
+static void use_cache(struct ep_worker *ew)
+{
+	ew->hw.plan_flags = stat_cache_active(ew->sc) ? 0 : RESPOND_KEEP_FD;
+}
+
 static void on_wake(struct ev_loop *loop, ev_io *io, int revents)
 {
 	struct ep_worker *ew = io->data;
@@ -461,6 +629,8 @@ static void on_wake(struct ev_loop *loop, ev_io *io, int revents)
 		log_msg(LOG_ERR, "worker %u: wake read: %s", ew->w->id,
 			strerror(errno));
 	server_worker_refresh(ew->w);
+	stat_cache_use(ew->sc, ew->w->cfg);
+	use_cache(ew);
 	if (server_stopping(ew->w) && !ew->hw.stopping)
 		begin_stop(ew);
 }
@@ -475,6 +645,28 @@ static int epoll_probe(const struct orcd_config *cfg, char *why, size_t cap)
 	return 0;
 }
 
+/* A turn of the loop has gathered its events: the next lookup reads the
+ * change events queued before any of them. */
+static void on_batch(struct ev_loop *loop, ev_check *chk, int revents)
+{
+	struct ep_worker *ew = chk->data;
+
+	(void)loop;
+	(void)revents;
+	stat_cache_batch(ew->sc);
+}
+
+static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
+		     struct file_meta *meta)
+{
+	return stat_cache_lookup(ctx, cfg, relpath, meta);
+}
+
+static void sc_flush(void *ctx)
+{
+	stat_cache_flush(ctx);
+}
+
 static int epoll_run(struct orcd_worker *w)
 {
 	struct ep_worker ew = {.w = w, .core = w->core};
@@ -484,9 +676,19 @@ static int epoll_run(struct orcd_worker *w)
 	if (!ew.loop)
 		return -ENOMEM;
 	ew.core->worker_init(&ew.hw, w, &ep_transport);
-	/* sendfile needs the fd the plan opened (and fstat'ed: no window
-	 * between the facts in the head and the bytes sent). */
-	ew.hw.plan_flags = RESPOND_KEEP_FD;
+	ew.sc = stat_cache_new(w->cfg, w->stats.stat_cache);
+	if (ew.sc) {
+		ew.hw.lookup.fn = sc_lookup;
+		ew.hw.lookup.ctx = ew.sc;
+		ew.hw.lookup_flush = sc_flush;
+		ev_check_init(&ew.batch, on_batch);
+		ew.batch.data = &ew;
+		ev_check_start(ew.loop, &ew.batch);
+	} else {
+		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",
+			w->id);
+	}
+	use_cache(&ew);
 	for (i = 0; i < w->n_listen; i++) {
 		ev_io_init(&ew.listen_io[i], on_accept, w->listen_fds[i],
 			   EV_READ);
@@ -514,6 +716,7 @@ static int epoll_run(struct orcd_worker *w)
 		ep_close(&c->h1);
 	}
 	ew.core->worker_fini(&ew.hw);
+	stat_cache_free(ew.sc);
 	ev_loop_destroy(ew.loop);
 	return 0;
 }

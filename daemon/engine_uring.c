@@ -531,6 +531,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	if (!uw->sc)
 		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",
 			w->id);
+	uw->hw.bodies_in_buffer = true;
 	uw->hw.lookup.fn = sc_lookup;
 	uw->hw.lookup.ctx = uw->sc;
 	uw->hw.lookup_flush = sc_flush;

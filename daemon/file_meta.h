@@ -8,6 +8,7 @@
 #ifndef ORCD_FILE_META_H
 #define ORCD_FILE_META_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -29,5 +30,13 @@ struct file_meta {
  */
 int file_meta_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
 		     struct file_meta *meta, int *fd_out);
+
+/* Whether a and b describe the same version of the same file. */
+static inline bool file_meta_same(const struct file_meta *a,
+				  const struct file_meta *b)
+{
+	return a->ino == b->ino && a->dev == b->dev && a->size == b->size &&
+	       a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec;
+}
 
 #endif

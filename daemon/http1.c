@@ -38,8 +38,7 @@ static size_t resp_cap(const struct h1_worker *hw)
 {
 	size_t cap = HEAD_ROOM;
 
-	if (!(hw->plan_flags & RESPOND_KEEP_FD) &&
-	    hw->w->cfg->buffer_size > cap)
+	if (hw->bodies_in_buffer && hw->w->cfg->buffer_size > cap)
 		cap = hw->w->cfg->buffer_size;
 	return cap;
 }

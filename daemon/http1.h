@@ -85,9 +85,12 @@ struct h1_worker {
 	struct respond_lookup lookup;
 	void (*lookup_flush)(void *ctx);
 	/* RESPOND_KEEP_FD: the transport sends from the fd the plan opened;
-	 * else it opens plan.relpath itself and reads the body into the
-	 * response buffer behind the head, which then holds buffer_size. */
+	 * else it finds the body by plan.relpath itself. */
 	unsigned plan_flags;
+	/* The transport reads file bytes into the response buffer behind
+	 * the head (io_uring chains): the buffer then holds buffer_size,
+	 * else only a head. */
+	bool bodies_in_buffer;
 	bool stopping;	    /* stop accepting, finish what is in flight */
 	bool drain_expired; /* stop's bound passed: abort everything */
 	time_t now;	    /* wall clock for Date and the log, per batch */

@@ -553,3 +553,8 @@ void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 	e->body = b;
 	sc->map_bytes += meta->size;
 }
+
+bool stat_cache_active(const struct stat_cache *sc)
+{
+	return sc && sc->usable && sc->ifd >= 0;
+}

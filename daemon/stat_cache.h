@@ -2,7 +2,7 @@
 /*
  * A worker's cache of metadata lookups (file_meta_lookup() without an fd),
  * so that a request for a file seen before costs no system call before
- * its chain. The io_uring engines use it; epoll opens every file anyway.
+ * its body. Every engine uses it (epoll's batch is a turn of its loop).
  *
  * Validity comes from inotify, never from time: before a lookup is done
  * for the cache, every directory on the path and the file itself get a
@@ -125,6 +125,10 @@ void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 /* Map relpath's file as of meta (a large one a transfer just sent). */
 void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 			 const char *relpath, const struct file_meta *meta);
+
+/* Whether lookups under cfg (the cache's) can be answered from it: on,
+ * and the root on a filesystem inotify vouches for. */
+bool stat_cache_active(const struct stat_cache *sc);
 
 /* Forget everything (and drop the watches). */
 void stat_cache_flush(struct stat_cache *sc);

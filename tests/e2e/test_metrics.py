@@ -74,12 +74,13 @@ def kernel_at_least(major, minor):
 
 @orcdtest.case
 def hot_large_file_goes_by_sendfile(srv):
-    # The io_uring engines keep a large file a chain has sent (mapped, and
-    # open): later bodies go by sendfile where the socket can be a real
-    # fd (specific; direct on 6.8+, which can install a slot as an fd),
-    # else by sends from the mapping. Either way every byte is the file's.
-    if srv.engine == "epoll" or getattr(srv, "shared_fs", False):
-        raise orcdtest.Skip("no stat cache here (epoll, or a 9p root)")
+    # The stat cache keeps a large file once it was sent (mapped, and
+    # open): later bodies go by sendfile where the socket is a real fd
+    # (epoll, specific; direct on 6.8+, which can install a slot as an
+    # fd), else by sends from the mapping. Either way every byte is the
+    # file's.
+    if getattr(srv, "shared_fs", False):
+        raise orcdtest.Skip("no stat cache on a 9p root")
     size = 3 << 20
     data = bytes((i * 7 + (i >> 12)) & 0xFF for i in range(size))
     srv.write_file("big-hot.bin", data)
@@ -96,7 +97,7 @@ def hot_large_file_goes_by_sendfile(srv):
         eq(r.status, 206, "range")
         check(r.body == data[1000000:2000000], "range body differs")
     sent = counter(srv, "orcd_sendfile_bodies_total") - before
-    if srv.engine == "specific" or kernel_at_least(6, 8):
+    if srv.engine != "direct" or kernel_at_least(6, 8):
         # The first GET was a chain; the other two and the range were not.
         eq(sent, 3, "bodies sent by sendfile")
     else:
@@ -107,10 +108,10 @@ def hot_large_file_goes_by_sendfile(srv):
 def kept_bodies_beyond_the_open_ones_go_by_sends(srv):
     # Only the first 256 large files a worker keeps stay open; the others
     # are sent from their mapping, the head and the first piece in one
-    # SENDMSG. A slow reader makes those sends short in the head and in
-    # the body; every byte must still be the file's.
-    if srv.engine == "epoll" or getattr(srv, "shared_fs", False):
-        raise orcdtest.Skip("no stat cache here (epoll, or a 9p root)")
+    # SENDMSG (sendmsg on epoll). A slow reader makes those sends short
+    # in the head and in the body; every byte must still be the file's.
+    if getattr(srv, "shared_fs", False):
+        raise orcdtest.Skip("no stat cache on a 9p root")
     names = ["many-hot/%d.bin" % i for i in range(260)]
     for i, name in enumerate(names[:-1]):
         srv.write_file(name, bytes([i & 0xFF]) * (70 << 10))
