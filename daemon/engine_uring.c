@@ -524,6 +524,9 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 			return r;
 		}
 	}
+	/* io_uring_enter by the ring's registered index, not its fd: no
+	 * file-table lookup per call (5.18+; older kernels keep the fd). */
+	(void)io_uring_register_ring_fd(&uw->ring);
 	uring_br_setup(uw);
 	uw->fd_install = fl == &uring_flavor_direct &&
 			 uring_has_fd_install(&uw->ring);
