@@ -642,6 +642,11 @@ void config_free(struct orcd_config *c)
 		return;
 	if (c->root_fd >= 0)
 		close(c->root_fd);
+	if (c->base) { /* a view: everything else is base's */
+		config_put(c->base);
+		free(c);
+		return;
+	}
 	mime_free(c->mime);
 	free(c->source);
 	free(c->root);
@@ -668,6 +673,32 @@ void config_put(struct orcd_config *c)
 	if (c &&
 	    atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
 		config_free(c);
+}
+
+struct orcd_config *config_view(struct orcd_config *base, int *err)
+{
+	struct orcd_config *v;
+	int fd;
+
+	if (base->base)
+		base = base->base;
+	v = malloc(sizeof(*v));
+	if (!v) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	fd = openat(base->root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		*err = -errno;
+		free(v);
+		return NULL;
+	}
+	memcpy(v, base, sizeof(*v));
+	v->root_fd = fd;
+	v->base = config_get(base);
+	v->pins = 0;
+	atomic_init(&v->refs, 1);
+	return v;
 }
 
 static int check_limits(const struct orcd_config *c, char *err, size_t cap)

@@ -53,14 +53,34 @@ struct orcd_config {
 	char *metrics_path;		/* default "/metrics" */
 	struct mime_table *mime;	/* loaded by config_finalize */
 	int root_fd;			/* O_PATH|O_DIRECTORY, opened by config_finalize */
-	/* The one mutable field: references held by the server and by
-	 * requests in flight. config_put() of the last frees it. */
+	/* A worker's view (config_view()): the settings above are borrowed
+	 * from base, which it holds a reference to; only root_fd is its
+	 * own. NULL in the configuration the server loaded. */
+	struct orcd_config *base;
+	/* A view's requests in flight, counted by its one worker thread
+	 * only (server_cfg_pin()), so no request writes memory that
+	 * another worker touches. */
+	unsigned pins;
+	/* References held by the server, the workers and their caches;
+	 * taken when a worker adopts a configuration, never per request.
+	 * config_put() of the last frees it. */
 	_Atomic unsigned refs;
 };
 
-/* refs starts at 1 from config_new(). */
+/* refs starts at 1 from config_new() and config_view(). */
 struct orcd_config *config_get(struct orcd_config *c);
 void config_put(struct orcd_config *c);
+
+/*
+ * One worker's view of base: the same settings, with a root_fd of its
+ * own, a new open file description of the same directory (not a dup,
+ * whose file would be shared): every openat2 under the root takes a
+ * reference to that file when the fd table is shared, as it is between
+ * threads, and one file shared by every worker makes its count a
+ * cacheline all of them write per request. NULL and *err = -errno when
+ * the directory cannot be opened again.
+ */
+struct orcd_config *config_view(struct orcd_config *base, int *err);
 
 /* A config holding the defaults above. NULL on ENOMEM. */
 struct orcd_config *config_new(void);

@@ -150,7 +150,7 @@ static void release(struct h1_conn *c)
 		resp_put(hw, c->resp);
 	c->resp = NULL;
 	if (c->cfg)
-		config_put(c->cfg);
+		server_cfg_unpin(hw->w, c->cfg);
 	c->cfg = NULL;
 	c->in_len = 0;
 	in_put(c);
@@ -260,7 +260,7 @@ static void plan(struct h1_conn *c)
 	const struct respond_lookup *lk = hw->lookup.fn ? &hw->lookup : NULL;
 
 	if (!c->cfg)
-		c->cfg = config_get(hw->w->cfg);
+		c->cfg = server_cfg_pin(hw->w);
 	if (c->replans) {
 		if (hw->lookup_flush)
 			hw->lookup_flush(hw->lookup.ctx);
@@ -361,7 +361,7 @@ static void response_release(struct h1_conn *c)
 	resp_put(c->hw, c->resp);
 	c->resp = NULL;
 	if (c->cfg) {
-		config_put(c->cfg);
+		server_cfg_unpin(c->hw->w, c->cfg);
 		c->cfg = NULL;
 	}
 	c->req.request_line.n = 0;

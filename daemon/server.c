@@ -57,16 +57,39 @@ int server_load_config(const struct cli_opts *o, struct orcd_config **out,
 void server_worker_refresh(struct orcd_worker *w)
 {
 	struct orcd_server *s = w->srv;
-	struct orcd_config *old = NULL;
+	struct orcd_config *base = NULL, *view, *old = w->cfg;
+	int err = 0;
 
 	pthread_mutex_lock(&s->cfg_lock);
-	if (w->cfg != s->cfg) {
-		old = w->cfg;
-		w->cfg = config_get(s->cfg);
-	}
+	if (old->base != s->cfg)
+		base = config_get(s->cfg);
 	pthread_mutex_unlock(&s->cfg_lock);
-	if (old)
+	if (!base)
+		return;
+	view = config_view(base, &err);
+	if (!view)
+		log_msg(LOG_ERR,
+			"worker %u: cannot open the new root %s again (%s); serving the previous configuration",
+			w->id, base->root, strerror(-err));
+	config_put(base);
+	if (!view)
+		return;
+	w->cfg = view;
+	/* Requests still pinning the old view drop it when they end. */
+	if (!old->pins)
 		config_put(old);
+}
+
+struct orcd_config *server_cfg_pin(struct orcd_worker *w)
+{
+	w->cfg->pins++;
+	return w->cfg;
+}
+
+void server_cfg_unpin(struct orcd_worker *w, struct orcd_config *cfg)
+{
+	if (!--cfg->pins && cfg != w->cfg)
+		config_put(cfg); /* the worker's reference to a view it left */
 }
 
 bool server_stopping(const struct orcd_worker *w)
@@ -146,6 +169,7 @@ static unsigned start_workers(struct orcd_server *s, struct orcd_worker *ws,
 			      unsigned n, struct orcd_config *cfg)
 {
 	unsigned k;
+	int err = 0;
 
 	for (k = 0; k < n; k++) {
 		struct orcd_worker *w = &ws[k];
@@ -153,11 +177,13 @@ static unsigned start_workers(struct orcd_server *s, struct orcd_worker *ws,
 		w->id = k;
 		w->srv = s;
 		w->core = &h1_core;
-		w->cfg = config_get(cfg);
+		w->cfg = config_view(cfg, &err);
 		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (w->wake_fd < 0 ||
+		if (!w->cfg || w->wake_fd < 0 ||
 		    pthread_create(&w->thread, NULL, worker_main, w)) {
-			log_msg(LOG_ERR, "starting worker %u failed", k);
+			log_msg(LOG_ERR, "starting worker %u failed%s%s", k,
+				w->cfg ? "" : ": opening the root again: ",
+				w->cfg ? "" : strerror(-err));
 			if (w->wake_fd >= 0)
 				close(w->wake_fd);
 			w->wake_fd = -1;

