@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,18 @@ void server_stats_sum(const struct orcd_server *s, struct orcd_stats *out)
 	for (g = s->retiring; g; g = g->next)
 		for (k = 0; k < g->n; k++)
 			stats_add(out, &g->workers[k].stats);
+}
+
+/* An array of n zeroed workers, aligned as struct orcd_worker says. */
+static struct orcd_worker *workers_new(unsigned n)
+{
+	size_t size = (size_t)(n ? n : 1) * sizeof(struct orcd_worker);
+	struct orcd_worker *ws =
+		aligned_alloc(alignof(struct orcd_worker), size);
+
+	if (ws)
+		memset(ws, 0, size);
+	return ws;
 }
 
 static void wake(struct orcd_worker *ws, unsigned n)
@@ -382,7 +395,7 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 			   char *err, size_t cap)
 {
 	unsigned n = s->n_workers, k, i, j, started;
-	struct orcd_worker *ws = calloc(n, sizeof(*ws));
+	struct orcd_worker *ws = workers_new(n);
 	struct orcd_generation *g = calloc(1, sizeof(*g));
 	int e = 0;
 
@@ -825,7 +838,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	pthread_mutex_init(&s.cfg_lock, NULL);
 	s.n_workers = cfg->threads ? cfg->threads :
 				     (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	s.workers = calloc(s.n_workers, sizeof(*s.workers));
+	s.workers = workers_new(s.n_workers);
 	total = s.n_workers;
 	if (!s.workers)
 		goto out;

@@ -4,6 +4,7 @@
 #define ORCD_SERVER_H
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,8 +51,14 @@ struct orcd_stats {
 
 struct orcd_server;
 
+/*
+ * Workers of a generation sit in one array. Each starts on a cacheline
+ * of its own (and so ends before the next one's), so that the counters
+ * and the heartbeat a worker writes per request and per turn never share
+ * a line with what its neighbour reads per request (its cfg, srv).
+ */
 struct orcd_worker {
-	unsigned id;
+	alignas(64) unsigned id;
 	struct orcd_server *srv;
 	pthread_t thread;
 	int listen_fds[ORCD_MAX_LISTEN];
