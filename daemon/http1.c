@@ -348,12 +348,12 @@ static void log_response(struct h1_conn *c)
 	if (cls >= 2 && cls <= 5)
 		STAT_INC(w, status_class[cls]);
 	STAT_ADD(w, bytes_sent, c->bytes_sent);
-	if (w->srv->access_log)
-		access_log_write(
-			w->srv->access_log, (struct sockaddr *)&c->peer,
-			c->req.request_line.n ? &c->req : NULL, status,
-			respond_body_bytes(&c->resp->plan, c->bytes_sent),
-			c->hw->now);
+	if (w->log.l)
+		access_log_write(&w->log, (struct sockaddr *)&c->peer,
+				 c->req.request_line.n ? &c->req : NULL, status,
+				 respond_body_bytes(&c->resp->plan,
+						    c->bytes_sent),
+				 c->hw->now);
 }
 
 static void response_release(struct h1_conn *c)

@@ -4,12 +4,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "mono.h"
 
 #include "http_cond.h"
 
@@ -32,8 +36,13 @@ void log_msg(int prio, const char *fmt, ...)
 
 struct access_log {
 	int fd;
-	char *path; /* NULL for stdout */
+	char *path;   /* NULL for stdout */
+	size_t batch; /* longest write that stays in one piece */
 };
+
+/* 64 KiB batches to a regular file (O_APPEND: one write lands whole);
+ * to a pipe only PIPE_BUF bytes are written in one piece. */
+#define BATCH_FILE (64u * 1024u)
 
 static int open_log_file(const char *path)
 {
@@ -45,6 +54,7 @@ static int open_log_file(const char *path)
 int access_log_open(const char *spec, struct access_log **out)
 {
 	struct access_log *l = calloc(1, sizeof(*l));
+	struct stat st;
 
 	if (!l)
 		return -ENOMEM;
@@ -61,6 +71,8 @@ int access_log_open(const char *spec, struct access_log **out)
 			return err;
 		}
 	}
+	l->batch = fstat(l->fd, &st) == 0 && S_ISREG(st.st_mode) ? BATCH_FILE :
+								   PIPE_BUF;
 	*out = l;
 	return 0;
 }
@@ -94,6 +106,49 @@ void access_log_close(struct access_log *l)
 		close(l->fd);
 	free(l->path);
 	free(l);
+}
+
+/* One batch: whole lines, one write(2) unless the disk is short. */
+static void write_batch(void *ctx, const char *p, size_t n)
+{
+	const struct access_log *l = ctx;
+
+	while (n) {
+		ssize_t w = write(l->fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return; /* the log is lost, not the server */
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+void access_log_buf_init(struct access_log_buf *b, struct access_log *l)
+{
+	b->l = l;
+	if (l && logbuf_init(&b->b, l->batch, write_batch, l))
+		log_msg(LOG_WARNING,
+			"no memory for an access log buffer: lines go one by one");
+}
+
+void access_log_buf_fini(struct access_log_buf *b)
+{
+	if (b->l)
+		logbuf_fini(&b->b);
+}
+
+void access_log_flush(struct access_log_buf *b)
+{
+	if (b->l)
+		logbuf_flush(&b->b);
+}
+
+void access_log_tick(struct access_log_buf *b, int64_t now_ms)
+{
+	if (b->l)
+		logbuf_tick(&b->b, now_ms);
 }
 
 /* Copy a client-supplied string for the log, escaping '"', '\\' and
@@ -134,7 +189,7 @@ static void format_peer(const struct sockaddr *peer, char *out, size_t cap)
 		snprintf(out, cap, "-");
 }
 
-void access_log_write(struct access_log *l, const struct sockaddr *peer,
+void access_log_write(struct access_log_buf *b, const struct sockaddr *peer,
 		      const struct http_request *req, int status,
 		      uint64_t bytes, time_t now)
 {
@@ -145,7 +200,7 @@ void access_log_write(struct access_log *l, const struct sockaddr *peer,
 	struct tm tm;
 	size_t n, cap = sizeof(line) - 1;
 
-	if (!l)
+	if (!b->l)
 		return;
 	format_peer(peer, addr, sizeof(addr));
 	gmtime_r(&now, &tm);
@@ -178,6 +233,5 @@ void access_log_write(struct access_log *l, const struct sockaddr *peer,
 		line[n++] = '-';
 	line[n++] = '"';
 	line[n++] = '\n';
-	if (write(l->fd, line, n) < 0)
-		return;
+	logbuf_add(&b->b, line, n, mono_ms());
 }

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "http1.h"
 #include "metrics.h"
+#include "mono.h"
 
 int server_load_config(const struct cli_opts *o, struct orcd_config **out,
 		       char *err, size_t cap)
@@ -55,11 +56,30 @@ int server_load_config(const struct cli_opts *o, struct orcd_config **out,
 	return 0;
 }
 
+/* The worker's part of a reopen (see reopen_access_log), else lines
+ * that waited long enough go out. */
+void server_log_tick(struct orcd_worker *w)
+{
+	unsigned req = atomic_load_explicit(&w->srv->log_flush_req,
+					    memory_order_acquire);
+
+	if (req == w->log_seen) {
+		access_log_tick(&w->log, mono_ms());
+		return;
+	}
+	access_log_flush(&w->log);
+	w->log_seen = req;
+	atomic_store_explicit(&w->log_flushed, req, memory_order_release);
+}
+
 void server_worker_refresh(struct orcd_worker *w)
 {
 	struct orcd_server *s = w->srv;
 	struct orcd_config *base = NULL, *view, *old = w->cfg;
 	int err = 0;
+
+	if (w->log.l)
+		server_log_tick(w);
 
 	pthread_mutex_lock(&s->cfg_lock);
 	if (old->base != s->cfg)
@@ -165,7 +185,10 @@ static void *worker_main(void *arg)
 	struct orcd_worker *w = arg;
 	uint64_t one = 1;
 
+	access_log_buf_init(&w->log, w->srv->access_log);
 	w->result = w->srv->engine->run(w);
+	/* Before done: a stop or a reopen counts on every line being out. */
+	access_log_buf_fini(&w->log);
 	atomic_store(&w->done, true);
 	if (w->result < 0)
 		log_msg(LOG_ERR, "worker %u: engine %s failed: %s", w->id,
@@ -682,6 +705,56 @@ static void metrics_snapshot(void *ctx, struct orcd_stats *out,
 	*path = s->cfg->metrics_path;
 }
 
+static bool log_flushed(const struct orcd_worker *ws, unsigned n,
+			unsigned req)
+{
+	unsigned k;
+
+	for (k = 0; k < n; k++)
+		if (!atomic_load(&ws[k].done) &&
+		    atomic_load_explicit(&ws[k].log_flushed,
+					 memory_order_acquire) != req)
+			return false;
+	return true;
+}
+
+static bool all_logs_flushed(const struct orcd_server *s, unsigned req)
+{
+	const struct orcd_generation *g;
+
+	if (!log_flushed(s->workers, s->n_workers, req))
+		return false;
+	for (g = s->retiring; g; g = g->next)
+		if (!log_flushed(g->workers, g->n, req))
+			return false;
+	return true;
+}
+
+/*
+ * SIGUSR1 (logrotate renamed the file): the lines workers still buffer
+ * belong to the file as it was, so every worker writes them out (woken
+ * now; a draining one, which no longer watches its wake_fd, within its
+ * heartbeat of a second) before the new file replaces the old one.
+ */
+static void reopen_access_log(struct orcd_server *s)
+{
+	unsigned req = atomic_fetch_add(&s->log_flush_req, 1) + 1;
+	uint64_t deadline = mono_usec() + 2000000;
+	struct timespec ms = { 0, 1000000 };
+	const struct orcd_generation *g;
+
+	wake_workers(s);
+	for (g = s->retiring; g; g = g->next)
+		wake(g->workers, g->n);
+	while (!all_logs_flushed(s, req) && mono_usec() < deadline)
+		nanosleep(&ms, NULL);
+	if (!all_logs_flushed(s, req))
+		log_msg(LOG_WARNING,
+			"reopening the access log: a worker did not write its buffered lines within 2 s; they go to the new file");
+	if (access_log_reopen(s->access_log))
+		log_msg(LOG_ERR, "reopening the access log failed");
+}
+
 /* Wait for signals and worker exits, and serve the metrics page (m may
  * be NULL); returns the process exit code. */
 static int main_loop(struct orcd_server *s, const struct cli_opts *o,
@@ -750,8 +823,8 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 				reload(s, o, ready);
 			break;
 		case SIGUSR1:
-			if (s->access_log && access_log_reopen(s->access_log))
-				log_msg(LOG_ERR, "reopening the access log failed");
+			if (s->access_log)
+				reopen_access_log(s);
 			break;
 		case SIGTERM:
 		case SIGINT:

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "log.h"
 
 struct orcd_engine;
 struct access_log;
@@ -76,16 +77,27 @@ struct orcd_worker {
 	 * least once a second when idle): the main thread pings the
 	 * systemd watchdog only while every worker's count moves. */
 	_Atomic uint64_t heartbeat;
-	_Atomic bool done;	/* run() returned */
+	/* Its access log lines, written in batches (log.h); handed out
+	 * when the main thread asks (log_flush_req) before a reopen. */
+	struct access_log_buf log;
+	unsigned log_seen;		/* the last request it saw */
+	_Atomic unsigned log_flushed;	/* the last request it answered */
+	_Atomic bool done;	/* run() returned (its log lines written) */
 	/* Its generation was replaced by a reload that changed the listen
 	 * addresses: stop accepting and drain, like a stop of its own. */
 	_Atomic bool retiring;
 	int result;		/* engine run() return value */
 };
 
+void server_log_tick(struct orcd_worker *w);
+
+/* Every turn of an engine's loop, and at least once a second when idle:
+ * also where a worker's buffered access log lines go out on time. */
 static inline void server_heartbeat(struct orcd_worker *w)
 {
 	atomic_fetch_add_explicit(&w->heartbeat, 1, memory_order_relaxed);
+	if (w->log.l)
+		server_log_tick(w);
 }
 
 struct orcd_generation;
@@ -96,6 +108,9 @@ struct orcd_server {
 	struct orcd_config *cfg; /* current; swapped whole on reload */
 	_Atomic bool stopping;	/* SIGTERM: stop accepting, drain, exit */
 	struct access_log *access_log;
+	/* Bumped before a reopen: every worker hands out its buffered
+	 * lines, to the file they were meant for, and says so. */
+	_Atomic unsigned log_flush_req;
 	unsigned n_workers;
 	struct orcd_worker *workers; /* the current generation */
 	/* Earlier generations still draining, and the counters of those

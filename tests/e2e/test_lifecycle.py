@@ -419,11 +419,17 @@ def log_lines(srv):
         return []
 
 
+def case_lines(srv):
+    """The lines of a case's requests: without the start-up probe's
+    (HEAD /), which a worker may write after the case's first ones, as
+    each buffers its lines for a moment."""
+    return [ln for ln in log_lines(srv) if '"HEAD / HTTP/1.1"' not in ln]
+
+
 @orcdtest.case
 def access_log_combined():
     with Server() as srv:
         srv.start()
-        start = len(log_lines(srv))
         srv.get("/hello.txt", {"User-Agent": "orcd-e2e/1.0",
                                "Referer": "http://example.test/ref"})
         srv.get("/hello.txt", method="HEAD")
@@ -432,9 +438,9 @@ def access_log_combined():
         srv.get("/hello.txt", {"User-Agent": 'evil" 200 999 "x'})
         srv.exchange(b"GARBAGE\r\n\r\n")
         want = 6
-        wait_until(lambda: len(log_lines(srv)) >= start + want, 10,
+        wait_until(lambda: len(case_lines(srv)) >= want, 10,
                    "%d access log lines" % want)
-        lines = log_lines(srv)[start:]
+        lines = case_lines(srv)
         eq(len(lines), want, "access log lines: %r" % lines)
         parsed = []
         for ln in lines:
@@ -471,12 +477,11 @@ def access_log_names_the_bad_request():
     # request line, so the operator can see who sent what.
     with Server() as srv:
         srv.start()
-        start = len(log_lines(srv))
         srv.exchange(b"GET /no-host.txt HTTP/1.1\r\n\r\n")
         srv.exchange(b"GET /" + b"L" * 9000 + b" HTTP/1.1\r\nHost: t\r\n\r\n")
-        wait_until(lambda: len(log_lines(srv)) >= start + 2, 10,
+        wait_until(lambda: len(case_lines(srv)) >= 2, 10,
                    "two access log lines")
-        lines = log_lines(srv)[start:]
+        lines = case_lines(srv)
         m = COMBINED.match(lines[0])
         check(m, "not combined: %r" % lines[0])
         eq((m.group(1), m.group(5), m.group(6)),

@@ -154,5 +154,125 @@ def reload_moves_every_worker_to_the_new_root():
         srv.stop()
 
 
+# ---- the access log ----
+
+# host ident authuser [date] "request" status bytes "referer" "agent"
+COMBINED = re.compile(
+    r'^\S+ - - \[[^]]+\] "GET /hello.txt\?t=(\d+)&i=(\d+) HTTP/1.1" 200 13 '
+    r'"-" "agent-(\d+)-(x+)"$')
+AGENT_PAD = 1500  # lines of ~1.7 KB: 64 KiB batches of ~38 lines
+
+
+def log_lines(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def case_lines(path):
+    """Lines of the cases' requests (not the start-up probe's HEAD /)."""
+    return [ln for ln in log_lines(path) if "/hello.txt?t=" in ln]
+
+
+def load(srv, threads, per_thread, errors):
+    """threads clients at once, each per_thread keep-alive requests whose
+    query and User-Agent both name the client."""
+    def client(t):
+        try:
+            with srv.conn() as c:
+                for i in range(per_thread):
+                    c.send(build_request(
+                        "GET", "/hello.txt?t=%d&i=%d" % (t, i),
+                        {"User-Agent": "agent-%d-%s" % (t, "x" * AGENT_PAD)}))
+                    r = c.read_response()
+                    if r is None or r.body != HELLO:
+                        errors.append("client %d request %d: %r" % (t, i, r))
+                        return
+        except Exception as e:
+            errors.append("client %d: %r" % (t, e))
+    ts = [threading.Thread(target=client, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+
+
+def check_lines(lines, threads, per_thread):
+    """Every request's line once, whole: a line is one request's only (its
+    query and its agent name the same client), nothing else in between."""
+    seen = set()
+    for ln in lines:
+        m = COMBINED.match(ln)
+        check(m, "a line that is not one whole request's: %r" % ln[:300])
+        t, i, agent, pad = m.groups()
+        check(t == agent and len(pad) == AGENT_PAD,
+              "two requests mixed in one line: %r" % ln[:300])
+        check((t, i) not in seen, "line twice: t=%s i=%s" % (t, i))
+        seen.add((t, i))
+    eq(len(seen), threads * per_thread, "requests logged")
+
+
+def start_and_load(srv, threads, per_thread):
+    """Two workers, then the load."""
+    set_conf(srv, conf(srv, threads=2))
+    srv.start()
+    errors = []
+    load(srv, threads, per_thread, errors)
+    eq(errors, [], "client errors")
+
+
+@orcdtest.case
+def access_log_lines_whole_under_concurrent_load():
+    with Server() as srv:
+        start_and_load(srv, 8, 60)
+        wait_until(lambda: len(case_lines(srv.access_log)) >= 480, 10,
+                   "480 access log lines")
+        check_lines(case_lines(srv.access_log), 8, 60)
+        srv.stop()
+
+
+@orcdtest.case
+def access_log_written_out_by_sigterm():
+    with Server() as srv:
+        start_and_load(srv, 4, 25)
+        srv.stop()  # at once: the lines may still be in the buffers
+        check_lines(case_lines(srv.access_log), 4, 25)
+
+
+@orcdtest.case
+def access_log_written_out_before_reopen():
+    with Server() as srv:
+        start_and_load(srv, 4, 25)
+        rotated = srv.access_log + ".1"
+        os.rename(srv.access_log, rotated)
+        srv.signal(signal.SIGUSR1)
+        wait_until(lambda: os.path.exists(srv.access_log), 5,
+                   "a new access log of the old name")
+        # Every line of a request answered before the signal is in the
+        # file as it was then, none in the new one.
+        check_lines(case_lines(rotated), 4, 25)
+        eq(case_lines(srv.access_log), [], "old lines in the new file")
+        srv.stop()
+
+
+@orcdtest.case
+def access_log_line_out_within_its_bound_when_idle():
+    # conf/README.md: a line reaches the file within 1.5 s of its
+    # response, however quiet the server is after it.
+    with Server() as srv:
+        set_conf(srv, conf(srv, threads=2))
+        srv.start()
+        wait_until(lambda: log_lines(srv.access_log), 5,
+                   "the start-up probe's line")
+        errors = []
+        load(srv, 1, 1, errors)
+        eq(errors, [], "client errors")
+        wait_until(lambda: case_lines(srv.access_log), 1.5 + 0.5,
+                   "the line within 1.5 s (and a margin)")
+        srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run_serverless())
