@@ -474,17 +474,32 @@ static int set_engine(struct orcd_config *c, const struct directive *d,
 	return -EINVAL;
 }
 
+/* A directive of two words: *out = (v is yes). */
+static int set_switch(const char *v, const char *yes, const char *no, bool *out,
+		      char *why, size_t cap)
+{
+	if (strcmp(v, yes) && strcmp(v, no)) {
+		set_err(why, cap, "expected %s or %s", yes, no);
+		return -EINVAL;
+	}
+	*out = !strcmp(v, yes);
+	return 0;
+}
+
 static int set_metrics(struct orcd_config *c, const struct directive *d,
 		       const char *v, bool replace, char *why, size_t cap)
 {
 	(void)d;
 	(void)replace;
-	if (strcmp(v, "on") && strcmp(v, "off")) {
-		set_err(why, cap, "expected on or off");
-		return -EINVAL;
-	}
-	c->metrics = !strcmp(v, "on");
-	return 0;
+	return set_switch(v, "on", "off", &c->metrics, why, cap);
+}
+
+static int set_cpu_affinity(struct orcd_config *c, const struct directive *d,
+			    const char *v, bool replace, char *why, size_t cap)
+{
+	(void)d;
+	(void)replace;
+	return set_switch(v, "auto", "off", &c->cpu_affinity, why, cap);
 }
 
 static int set_listen(struct orcd_config *c, const struct directive *d,
@@ -528,6 +543,7 @@ static const struct directive directives[] = {
 	{"index", set_index, FIELD(index), 0, 0},
 	{"engine", set_engine, 0, 0, 0},
 	{"threads", set_uint, FIELD(threads), 0, 256},
+	{"worker_cpu_affinity", set_cpu_affinity, 0, 0, 0},
 	{"slots", set_uint, FIELD(slots), 16, 1048576},
 	{"stat_cache", set_uint, FIELD(stat_cache), 0, 1048576},
 	{"accepts", set_uint, FIELD(accepts), 1, 1024},

@@ -33,6 +33,7 @@ struct orcd_config {
 	char *index;			/* default "index.html" */
 	enum orcd_engine_kind engine;	/* default auto */
 	unsigned threads;		/* default 1; 0 = one per CPU */
+	bool cpu_affinity;		/* worker_cpu_affinity auto; default off */
 	unsigned slots;			/* fd slots per worker, default 4096 */
 	unsigned stat_cache;		/* cached lookups per worker, 0 off */
 	unsigned accepts;		/* accepts in flight per worker, default 16 */

@@ -17,11 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "affinity.h"
 #include "cli.h"
 #include "engine.h"
 #include "listen.h"
@@ -180,10 +182,50 @@ static void wake_workers(struct orcd_server *s)
 	wake(s->workers, s->n_workers);
 }
 
+/*
+ * worker_cpu_affinity auto: the worker runs on one CPU only, and its own
+ * listeners say so (SO_INCOMING_CPU), so that the kernel hands a
+ * connection whose packets that CPU took to this worker, among the
+ * SO_REUSEPORT group (Linux 6.1's reuseport_select_sock_by_hash prefers
+ * such a socket). Passed sockets are one for all workers: no hint there.
+ */
+static void pin_worker(struct orcd_worker *w)
+{
+	const struct orcd_server *s = w->srv;
+	int cpu = affinity_pick(&s->cpus, w->id);
+	cpu_set_t one;
+	unsigned i;
+	int e;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	e = pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+	if (e) {
+		log_msg(LOG_WARNING, "worker %u: pinning to CPU %d: %s", w->id,
+			cpu, strerror(e));
+		return;
+	}
+	for (i = 0; i < w->n_listen && !s->socket_activated; i++)
+		if (setsockopt(w->listen_fds[i], SOL_SOCKET, SO_INCOMING_CPU,
+			       &cpu, sizeof(cpu)))
+			log_msg(LOG_WARNING,
+				"worker %u: SO_INCOMING_CPU %d: %s", w->id,
+				cpu, strerror(errno));
+}
+
 static void *worker_main(void *arg)
 {
 	struct orcd_worker *w = arg;
 	uint64_t one = 1;
+	char name[16];
+
+	/* Tells the workers apart in top -H and /proc/PID/task. */
+	snprintf(name, sizeof(name), "orcd-w%u", w->id);
+	pthread_setname_np(pthread_self(), name);
+	if (w->srv->pin_workers)
+		pin_worker(w);
 
 	access_log_buf_init(&w->log, w->srv->access_log);
 	w->result = w->srv->engine->run(w);
@@ -964,6 +1006,14 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		goto out;
 	}
 	log_msg(LOG_INFO, "%s", why);
+	if (cfg->cpu_affinity) {
+		if (sched_getaffinity(0, sizeof(s.cpus), &s.cpus))
+			log_msg(LOG_WARNING,
+				"worker_cpu_affinity: reading the allowed CPUs: %s; not pinning",
+				strerror(errno));
+		else
+			s.pin_workers = true;
+	}
 	if (cfg->access_log) {
 		int e = access_log_open(cfg->access_log, &s.access_log);
 

@@ -4,6 +4,7 @@
 #define ORCD_SERVER_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -121,6 +122,10 @@ struct orcd_server {
 	bool failed;		/* stopping because of an error: exit 1 */
 	int done_fd;		/* eventfd: a worker's run() returned */
 	int slot_base;		/* first fd of the reserved range (specific) */
+	/* worker_cpu_affinity auto: the CPUs the process was allowed at
+	 * start-up, which workers are pinned to one each (affinity.h). */
+	bool pin_workers;
+	cpu_set_t cpus;
 };
 
 /*

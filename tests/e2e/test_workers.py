@@ -154,6 +154,71 @@ def reload_moves_every_worker_to_the_new_root():
         srv.stop()
 
 
+# ---- the CPU ----
+
+def worker_cpus(srv):
+    """{worker name: Cpus_allowed_list} of orcd's worker threads."""
+    out = {}
+    base = "/proc/%d/task" % srv.proc.pid
+    for tid in os.listdir(base):
+        try:
+            with open(os.path.join(base, tid, "comm")) as f:
+                comm = f.read().strip()
+            with open(os.path.join(base, tid, "status")) as f:
+                status = f.read()
+        except OSError:
+            continue
+        if comm.startswith("orcd-w"):
+            out[comm] = re.search(r"^Cpus_allowed_list:\s*(\S+)$", status,
+                                  re.M).group(1)
+    return out
+
+
+def cpu_list(cpus):
+    """The kernel's Cpus_allowed_list form of a set of CPUs."""
+    out, cpus = [], sorted(cpus)
+    i = 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else "%d-%d" % (cpus[i], cpus[j]))
+        i = j + 1
+    return ",".join(out)
+
+
+@orcdtest.case
+def worker_cpu_affinity_auto_pins_each_worker():
+    local_only()
+    allowed = sorted(os.sched_getaffinity(0))
+    n = len(allowed) + 1  # one more than CPUs: the last one wraps
+    with Server() as srv:
+        set_conf(srv, conf(srv, threads=n,
+                           extra="worker_cpu_affinity auto;\n"))
+        srv.start()
+        got = worker_cpus(srv)
+        want = {"orcd-w%d" % i: str(allowed[i % len(allowed)])
+                for i in range(n)}
+        eq(got, want, "each worker's Cpus_allowed_list")
+        check("SO_INCOMING_CPU" not in srv.stderr_text(),
+              "SO_INCOMING_CPU refused: %s" % srv.stderr_text())
+        eq(srv.get("/hello.txt").body, HELLO, "served")
+        srv.stop()
+
+
+@orcdtest.case
+def worker_cpu_affinity_off_leaves_workers_free():
+    local_only()
+    allowed = os.sched_getaffinity(0)
+    with Server() as srv:
+        set_conf(srv, conf(srv, threads=2))
+        srv.start()
+        eq(worker_cpus(srv), {"orcd-w0": cpu_list(allowed),
+                              "orcd-w1": cpu_list(allowed)},
+           "workers' Cpus_allowed_list without pinning")
+        srv.stop()
+
+
 # ---- the access log ----
 
 # host ident authuser [date] "request" status bytes "referer" "agent"

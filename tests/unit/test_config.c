@@ -295,6 +295,27 @@ static void test_metrics_switch(void **state)
 	set_fails("metrics", "1", "metrics \"1\": expected on or off");
 }
 
+static void test_cpu_affinity_switch(void **state)
+{
+	struct orcd_config *c = config_new();
+
+	(void)state;
+	assert_false(c->cpu_affinity);
+	assert_int_equal(config_set(c, "worker_cpu_affinity", "auto", false,
+				    err, sizeof(err)),
+			 0);
+	assert_true(c->cpu_affinity);
+	assert_int_equal(config_set(c, "worker_cpu_affinity", "off", false, err,
+				    sizeof(err)),
+			 0);
+	assert_false(c->cpu_affinity);
+	config_free(c);
+	set_fails("worker_cpu_affinity", "on",
+		  "worker_cpu_affinity \"on\": expected auto or off");
+	set_fails("worker_cpu_affinity", "0101",
+		  "worker_cpu_affinity \"0101\": expected auto or off");
+}
+
 static void test_access_log_forms(void **state)
 {
 	struct orcd_config *c = config_new();
@@ -1021,6 +1042,7 @@ static const char *const all_directives[] = {
 	"index",
 	"engine",
 	"threads",
+	"worker_cpu_affinity",
 	"slots",
 	"accepts",
 	"max_connections",
@@ -1184,6 +1206,7 @@ int main(void)
 		cmocka_unit_test(test_every_directive),
 		cmocka_unit_test(test_engine_names),
 		cmocka_unit_test(test_metrics_switch),
+		cmocka_unit_test(test_cpu_affinity_switch),
 		cmocka_unit_test(test_access_log_forms),
 		cmocka_unit_test(test_string_values),
 		cmocka_unit_test(test_uint_ranges),
