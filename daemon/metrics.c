@@ -118,6 +118,18 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	metric(&o, "body_cache_hits_total", "counter",
 	       "Bodies sent from file contents the stat cache kept.",
 	       &t->stat_cache[SC_DATA_HITS]);
+	metric(&o, "stat_cache_evictions_total", "counter",
+	       "Stat cache entries dropped to make room.",
+	       &t->stat_cache[SC_EVICTIONS]);
+	metric(&o, "stat_cache_invalidated_total", "counter",
+	       "Stat cache entries whose facts a change event dropped.",
+	       &t->stat_cache[SC_INVALIDATED]);
+	metric(&o, "stat_cache_entries", "gauge",
+	       "Stat cache entries held, directories included.",
+	       &t->stat_cache[SC_ENTRIES]);
+	metric(&o, "stat_cache_watches", "gauge",
+	       "inotify watches the stat caches hold.",
+	       &t->stat_cache[SC_WATCHES]);
 	metric(&o, "sendfile_bodies_total", "counter",
 	       "Kept bodies of large files sent by sendfile(2).",
 	       &t->sendfile_bodies);

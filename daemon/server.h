@@ -44,7 +44,7 @@ struct orcd_stats {
 	_Atomic uint64_t ebusy;
 	_Atomic uint64_t submits; /* io_uring_enter / event-loop wakeups */
 	/* stat cache (io_uring engines), in stat_cache.h's SC_* order */
-	_Atomic uint64_t stat_cache[5];
+	_Atomic uint64_t stat_cache[9];
 };
 
 #define STAT_INC(w, f) atomic_fetch_add_explicit(&(w)->stats.f, 1, memory_order_relaxed)

@@ -2,15 +2,34 @@
 /*
  * See stat_cache.h for what may be cached and why an entry stays true.
  *
- * Entries are keyed by the root-relative path respond_plan() looks up.
- * Some entries carry no metadata: they only record that a directory on
- * the way to a cached file has its watch already, so the next file in
- * the same directory costs one add_watch (its own), not one per level.
+ * Entries are keyed by the root-relative path respond_plan() looks up,
+ * and form a tree: every entry's parent is the entry of the path one
+ * component shorter, up to the root (""). An entry may hold an inotify
+ * watch on what its path named when the watch was added (directories on
+ * the way and looked-up files hold one; an entry that records a missing
+ * path holds none), and it may carry facts: metadata, or a lookup error
+ * that inotify can vouch for (ENOENT, ENOTDIR), or a mark that the path
+ * is not ours to cache (a symlink or a mount on the way).
  *
- * Any event empties the cache and replaces the inotify instance with a
- * fresh one on the same fd number (which drops every watch at once).
- * Changes to a static site come in bursts far apart, so one coarse rule
- * beats tracking which entry an event touched, and cannot get that wrong.
+ * An event names a watch, and through it every entry holding it (a file
+ * with two cached names has two), perhaps with a child's name:
+ * - a change of a child's name (created, deleted, moved in or out) drops
+ *   the child's entry and everything beneath it, and the facts of the
+ *   directory itself (its times changed);
+ * - a change of contents or attributes, of the watched thing or of a
+ *   named child, forgets that entry's facts and everything beneath it
+ *   (a directory's mode decides every lookup through it), but keeps the
+ *   entry and its watch: the same inode is still there;
+ * - the watched thing deleted, moved, or its watch gone (IN_IGNORED)
+ *   drops the entries that hold it, with everything beneath them;
+ * - a lost event (IN_Q_OVERFLOW) or a failed read empties the cache.
+ * A watch whose last entry is dropped is removed. Watch descriptors are
+ * handed out cyclically by the kernel, so an event still queued for a
+ * removed one cannot name a newer watch.
+ *
+ * The entry count (directories included) is bounded by cfg->stat_cache:
+ * a miss that needs room evicts the least recently used entries that
+ * have no entries beneath them.
  */
 #include "stat_cache.h"
 
@@ -37,21 +56,42 @@
 	(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM |              \
 	 IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | \
 	 IN_DONT_FOLLOW)
+/* Events on a directory that change which names it holds. */
+#define NAME_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)
+/* Events after which the watch no longer follows the path. */
+#define GONE_EVENTS (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)
+
+struct sc_watch {
+	struct sc_watch *next; /* in its wd bucket */
+	struct sc_entry *holders;
+	int wd;
+	bool dead; /* the kernel removed it (IN_IGNORED) */
+};
 
 struct sc_entry {
-	struct sc_entry *next;
+	struct sc_entry *next; /* in its hash bucket */
+	struct sc_entry *parent, *child, *sib_prev, *sib_next;
+	struct sc_entry *lru_prev, *lru_next; /* leaves only */
+	struct sc_watch *watch;		      /* held, or NULL */
+	struct sc_entry *w_prev, *w_next;     /* holders of watch */
 	uint64_t hash;
 	bool has_meta;
-	bool watched; /* a directory whose watch is in place */
+	bool plain;	/* not cacheable: every lookup goes to the fs */
+	int err;	/* a cached failed lookup (-ENOENT, -ENOTDIR) */
+	uint64_t stamp; /* the last event that handled it */
 	struct file_meta meta;
 	struct sc_body *body; /* the file's bytes as of meta, or NULL */
+	size_t len;
 	char key[];
 };
 
 struct stat_cache {
-	unsigned max, n;
-	unsigned mask; /* buckets - 1 */
+	unsigned max, n, n_watches;
+	uint64_t stamp; /* events handled */
+	unsigned mask;	/* buckets - 1 */
 	struct sc_entry **bucket;
+	struct sc_watch **wbucket;	      /* by wd, mask + 1 of them */
+	struct sc_entry *lru_head, *lru_tail; /* most, least recent */
 	int ifd;    /* inotify, made with the cache; -1 if that failed */
 	bool dirty; /* watches were added since ifd was made */
 	struct orcd_config *cfg; /* referenced: what the entries are under */
@@ -72,6 +112,13 @@ static void count(struct stat_cache *sc, int which)
 			      memory_order_relaxed);
 }
 
+static void gauges(struct stat_cache *sc)
+{
+	atomic_store_explicit(&sc->ctr[SC_ENTRIES], sc->n,
+			      memory_order_relaxed);
+	atomic_store_explicit(&sc->ctr[SC_WATCHES], sc->n_watches,
+			      memory_order_relaxed);
+}
 bool stat_cache_fs_ok(const char *fstype)
 {
 	static const char *const local[] = {
@@ -139,7 +186,10 @@ struct stat_cache *stat_cache_new(struct orcd_config *cfg,
 	while (nb < cfg->stat_cache && nb < (1u << 20))
 		nb <<= 1;
 	sc->bucket = calloc(nb, sizeof(*sc->bucket));
-	if (!sc->bucket) {
+	sc->wbucket = calloc(nb, sizeof(*sc->wbucket));
+	if (!sc->bucket || !sc->wbucket) {
+		free(sc->bucket);
+		free(sc->wbucket);
 		free(sc);
 		return NULL;
 	}
@@ -148,6 +198,224 @@ struct stat_cache *stat_cache_new(struct orcd_config *cfg,
 	sc->ifd = -1;
 	stat_cache_use(sc, cfg);
 	return sc;
+}
+
+/* The least recently used list holds the entries with nothing beneath
+ * them, the only ones eviction may take. */
+static void lru_unlink(struct stat_cache *sc, struct sc_entry *e)
+{
+	if (e->lru_prev)
+		e->lru_prev->lru_next = e->lru_next;
+	else if (sc->lru_head == e)
+		sc->lru_head = e->lru_next;
+	else
+		return; /* not in the list */
+	if (e->lru_next)
+		e->lru_next->lru_prev = e->lru_prev;
+	else
+		sc->lru_tail = e->lru_prev;
+	e->lru_prev = e->lru_next = NULL;
+}
+
+static void lru_push(struct stat_cache *sc, struct sc_entry *e, bool hot)
+{
+	if (hot) {
+		e->lru_next = sc->lru_head;
+		if (sc->lru_head)
+			sc->lru_head->lru_prev = e;
+		else
+			sc->lru_tail = e;
+		sc->lru_head = e;
+	} else {
+		e->lru_prev = sc->lru_tail;
+		if (sc->lru_tail)
+			sc->lru_tail->lru_next = e;
+		else
+			sc->lru_head = e;
+		sc->lru_tail = e;
+	}
+}
+
+static void lru_touch(struct stat_cache *sc, struct sc_entry *e)
+{
+	if (sc->lru_head == e || (!e->lru_prev && !e->lru_next))
+		return; /* first already, or not a leaf */
+	lru_unlink(sc, e);
+	lru_push(sc, e, true);
+}
+
+static struct sc_watch **wslot(struct stat_cache *sc, int wd)
+{
+	return &sc->wbucket[(unsigned)wd & sc->mask];
+}
+
+static struct sc_watch *watch_find(struct stat_cache *sc, int wd)
+{
+	struct sc_watch *w = *wslot(sc, wd);
+
+	while (w && w->wd != wd)
+		w = w->next;
+	return w;
+}
+
+/* e stops holding its watch; the last holder removes it. */
+static void watch_release(struct stat_cache *sc, struct sc_entry *e)
+{
+	struct sc_watch *w = e->watch, **pp;
+
+	if (!w)
+		return;
+	if (e->w_prev)
+		e->w_prev->w_next = e->w_next;
+	else
+		w->holders = e->w_next;
+	if (e->w_next)
+		e->w_next->w_prev = e->w_prev;
+	e->watch = NULL;
+	e->w_prev = e->w_next = NULL;
+	if (w->holders)
+		return;
+	if (!w->dead && sc->ifd >= 0)
+		inotify_rm_watch(sc->ifd, w->wd);
+	for (pp = wslot(sc, w->wd); *pp != w; pp = &(*pp)->next)
+		;
+	*pp = w->next;
+	free(w);
+	sc->n_watches--;
+	gauges(sc);
+}
+
+/* Watch what root-relative e->key names now, for e. The watch goes
+ * through /proc/self/fd, so it lands on the directory root_fd holds even
+ * if the root's name was since given to another. 0 or -errno. */
+static int watch_take(struct stat_cache *sc, struct sc_entry *e)
+{
+	char p[PATH_MAX + 64];
+	struct sc_watch *w;
+	/* The root as ".": the fd's own name is a link, which
+	 * IN_DONT_FOLLOW would watch instead of the directory. */
+	int n = snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", sc->cfg->root_fd,
+			 e->len ? e->key : ".");
+	int wd;
+
+	if (n < 0 || (size_t)n >= sizeof(p))
+		return -ENAMETOOLONG;
+	sc->dirty = true;
+	wd = inotify_add_watch(sc->ifd, p, WATCH_MASK);
+	if (wd < 0)
+		return -errno;
+	w = watch_find(sc, wd); /* the inode is watched already */
+	if (!w) {
+		w = calloc(1, sizeof(*w));
+		if (!w) {
+			inotify_rm_watch(sc->ifd, wd);
+			return -ENOMEM;
+		}
+		w->wd = wd;
+		w->next = *wslot(sc, wd);
+		*wslot(sc, wd) = w;
+		sc->n_watches++;
+		gauges(sc);
+	}
+	e->watch = w;
+	e->w_next = w->holders;
+	if (w->holders)
+		w->holders->w_prev = e;
+	w->holders = e;
+	return 0;
+}
+
+static void body_drop(struct stat_cache *sc, struct sc_entry *e)
+{
+	struct sc_body *b = e->body;
+
+	if (!b)
+		return;
+	if (!b->mapped)
+		sc->data_bytes -= b->len;
+	else
+		sc->map_bytes -= b->len;
+	if (b->fd >= 0)
+		sc->map_fds--;
+	e->body = NULL;
+	stat_cache_body_put(b); /* a send in flight may hold it on */
+}
+
+static bool has_facts(const struct sc_entry *e)
+{
+	return e->has_meta || e->err || e->plain;
+}
+
+static void facts_drop(struct stat_cache *sc, struct sc_entry *e)
+{
+	e->has_meta = false;
+	e->plain = false;
+	e->err = 0;
+	body_drop(sc, e);
+}
+
+/* Drop e, which has nothing beneath it. */
+static void drop_one(struct stat_cache *sc, struct sc_entry *e)
+{
+	struct sc_entry **pp = &sc->bucket[e->hash & sc->mask];
+	struct sc_entry *p = e->parent;
+
+	while (*pp != e)
+		pp = &(*pp)->next;
+	*pp = e->next;
+	lru_unlink(sc, e);
+	if (p) {
+		if (e->sib_prev)
+			e->sib_prev->sib_next = e->sib_next;
+		else
+			p->child = e->sib_next;
+		if (e->sib_next)
+			e->sib_next->sib_prev = e->sib_prev;
+		if (!p->child)
+			lru_push(sc, p, false); /* a leaf now, and cold */
+	}
+	watch_release(sc, e);
+	body_drop(sc, e);
+	free(e);
+	sc->n--;
+	gauges(sc);
+}
+
+/* Drop e and everything beneath it; returns how many entries went. */
+static unsigned drop_tree(struct stat_cache *sc, struct sc_entry *e)
+{
+	struct sc_entry *cur = e;
+	unsigned n = 0;
+
+	for (;;) {
+		struct sc_entry *up;
+
+		while (cur->child)
+			cur = cur->child;
+		up = cur->parent;
+		drop_one(sc, cur);
+		n++;
+		if (cur == e)
+			return n;
+		cur = up;
+	}
+}
+
+/* Forget e's facts and everything beneath it. An entry that holds a
+ * watch stays, since what it watches is still at its path; one that
+ * holds none has nothing left to keep. */
+static unsigned forget(struct stat_cache *sc, struct sc_entry *e)
+{
+	unsigned n = 0;
+
+	if (!e->watch)
+		return drop_tree(sc, e);
+	while (e->child)
+		n += drop_tree(sc, e->child);
+	if (has_facts(e))
+		n++;
+	facts_drop(sc, e);
+	return n;
 }
 
 static void drop_entries(struct stat_cache *sc)
@@ -165,9 +433,23 @@ static void drop_entries(struct stat_cache *sc)
 		}
 		sc->bucket[i] = NULL;
 	}
+	for (unsigned i = 0; i <= sc->mask && sc->n_watches; i++) {
+		struct sc_watch *w = sc->wbucket[i];
+
+		while (w) {
+			struct sc_watch *next = w->next;
+
+			free(w);
+			sc->n_watches--;
+			w = next;
+		}
+		sc->wbucket[i] = NULL;
+	}
+	sc->lru_head = sc->lru_tail = NULL;
 	sc->data_bytes = 0;
 	sc->map_bytes = 0;
 	sc->map_fds = 0;
+	gauges(sc);
 }
 
 /* A fresh inotify instance on the same fd number: every watch goes at
@@ -211,39 +493,8 @@ void stat_cache_free(struct stat_cache *sc)
 	if (sc->cfg)
 		config_put(sc->cfg);
 	free(sc->bucket);
+	free(sc->wbucket);
 	free(sc);
-}
-
-void stat_cache_sync(struct stat_cache *sc)
-{
-	char buf[4096] __attribute__((aligned(8)));
-	bool changed = false;
-	ssize_t r;
-
-	if (!sc)
-		return;
-	sc->unsynced = false;
-	if (sc->ifd < 0 || !sc->n)
-		return;
-	while ((r = read(sc->ifd, buf, sizeof(buf))) > 0)
-		changed = true;
-	if (r < 0 && errno != EAGAIN)
-		changed = true; /* cannot tell: assume the worst */
-	if (changed) {
-		count(sc, SC_FLUSHES);
-		stat_cache_flush(sc);
-	}
-}
-
-void stat_cache_batch(struct stat_cache *sc)
-{
-	if (sc)
-		sc->unsynced = true;
-}
-
-unsigned stat_cache_entries(const struct stat_cache *sc)
-{
-	return sc->n;
 }
 
 static uint64_t hash_of(const char *s, size_t len)
@@ -261,25 +512,160 @@ static struct sc_entry *find(struct stat_cache *sc, const char *key, size_t len,
 			     uint64_t h)
 {
 	for (struct sc_entry *e = sc->bucket[h & sc->mask]; e; e = e->next)
-		if (e->hash == h && !memcmp(e->key, key, len) && !e->key[len])
+		if (e->hash == h && e->len == len && !memcmp(e->key, key, len))
 			return e;
 	return NULL;
 }
 
+/* A new entry for key[0, len), beneath parent (NULL for the root). */
 static struct sc_entry *insert(struct stat_cache *sc, const char *key,
-			       size_t len, uint64_t h)
+			       size_t len, uint64_t h, struct sc_entry *parent)
 {
 	struct sc_entry *e = calloc(1, sizeof(*e) + len + 1);
 
 	if (!e)
 		return NULL;
 	e->hash = h;
+	e->len = len;
 	memcpy(e->key, key, len);
 	e->key[len] = '\0';
 	e->next = sc->bucket[h & sc->mask];
 	sc->bucket[h & sc->mask] = e;
+	e->parent = parent;
+	if (parent) {
+		if (!parent->child)
+			lru_unlink(sc, parent); /* no longer a leaf */
+		e->sib_next = parent->child;
+		if (parent->child)
+			parent->child->sib_prev = e;
+		parent->child = e;
+	}
+	lru_push(sc, e, true);
 	sc->n++;
+	gauges(sc);
 	return e;
+}
+
+/* One event, for every entry holding its watch. Returns entries whose
+ * facts went. */
+/* The next holder of watch wd not yet handled for this event (stamp).
+ * Looked for afresh each time: handling one may drop others, or the
+ * watch (a bind mount can show a directory beneath itself). */
+static struct sc_entry *next_holder(struct stat_cache *sc, int wd,
+				    uint64_t stamp)
+{
+	struct sc_watch *w = watch_find(sc, wd);
+
+	for (struct sc_entry *e = w ? w->holders : NULL; e; e = e->w_next)
+		if (e->stamp != stamp) {
+			e->stamp = stamp;
+			return e;
+		}
+	return NULL;
+}
+
+static unsigned apply(struct stat_cache *sc, const struct inotify_event *ev)
+{
+	struct sc_watch *w = watch_find(sc, ev->wd);
+	uint64_t stamp = ++sc->stamp;
+	unsigned n = 0;
+	struct sc_entry *e, *d;
+	char key[PATH_MAX];
+
+	if (!w)
+		return 0; /* a watch already removed */
+	if (ev->mask & IN_IGNORED)
+		w->dead = true;
+	if (!ev->len) {
+		if (ev->mask & GONE_EVENTS) {
+			/* Each turn drops a holder; the last frees w. */
+			while ((w = watch_find(sc, ev->wd)))
+				n += drop_tree(sc, w->holders);
+			return n;
+		}
+		while ((e = next_holder(sc, ev->wd, stamp)))
+			n += forget(sc, e);
+		return n;
+	}
+	while ((d = next_holder(sc, ev->wd, stamp))) {
+		size_t nl = strlen(ev->name);
+		size_t kl = d->len + (d->len ? 1 : 0) + nl;
+		struct sc_entry *c;
+
+		if (kl >= sizeof(key))
+			continue; /* longer than any key */
+		memcpy(key, d->key, d->len);
+		if (d->len)
+			key[d->len] = '/';
+		memcpy(key + kl - nl, ev->name, nl);
+		c = find(sc, key, kl, hash_of(key, kl));
+		if (ev->mask & NAME_EVENTS) {
+			if (c)
+				n += drop_tree(sc, c);
+			if (d->has_meta)
+				n++;
+			d->has_meta = false; /* its times changed */
+		} else if (c) {
+			n += forget(sc, c);
+		}
+	}
+	return n;
+}
+
+void stat_cache_sync(struct stat_cache *sc)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	unsigned gone = 0;
+	bool lost = false;
+	ssize_t r;
+
+	if (!sc)
+		return;
+	sc->unsynced = false;
+	if (sc->ifd < 0 || !sc->n)
+		return;
+	while (!lost && (r = read(sc->ifd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + r;) {
+			const struct inotify_event *ev = (const void *)p;
+
+			if (ev->mask & IN_Q_OVERFLOW) {
+				lost = true; /* some change we cannot name */
+				break;
+			}
+			gone += apply(sc, ev);
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	if (!lost && r < 0 && errno != EAGAIN)
+		lost = true; /* cannot tell: assume the worst */
+	if (lost) {
+		count(sc, SC_FLUSHES);
+		stat_cache_flush(sc);
+		return;
+	}
+	if (gone)
+		atomic_store_explicit(
+			&sc->ctr[SC_INVALIDATED],
+			atomic_load_explicit(&sc->ctr[SC_INVALIDATED],
+					     memory_order_relaxed) +
+				gone,
+			memory_order_relaxed);
+}
+
+void stat_cache_batch(struct stat_cache *sc)
+{
+	if (sc)
+		sc->unsynced = true;
+}
+
+unsigned stat_cache_entries(const struct stat_cache *sc)
+{
+	return sc->n;
+}
+
+unsigned stat_cache_watches(const struct stat_cache *sc)
+{
+	return sc->n_watches;
 }
 
 void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
@@ -305,55 +691,6 @@ void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
 			cfg->root, fstype);
 }
 
-/* Watch root-relative path[0, len): "" is the root itself. The watch
- * goes through /proc/self/fd, so it lands on the directory root_fd
- * holds even if the root's name was since given to another. */
-static int watch(struct stat_cache *sc, const char *path, size_t len)
-{
-	char p[PATH_MAX + 64];
-	/* The root as ".": the fd's own name is a link, which
-	 * IN_DONT_FOLLOW would watch instead of the directory. */
-	int n = snprintf(p, sizeof(p), "/proc/self/fd/%d/%.*s",
-			 sc->cfg->root_fd, len ? (int)len : 1,
-			 len ? path : ".");
-
-	if (n < 0 || (size_t)n >= sizeof(p))
-		return -ENAMETOOLONG;
-	sc->dirty = true;
-	if (inotify_add_watch(sc->ifd, p, WATCH_MASK) < 0)
-		return -errno;
-	return 0;
-}
-
-/* Watch every directory above relpath (the root included) that has no
- * watch yet. Returns 0 or -errno. */
-static int watch_parents(struct stat_cache *sc, const char *relpath)
-{
-	size_t len = 0;
-
-	for (;;) {
-		uint64_t h = hash_of(relpath, len);
-		struct sc_entry *e = find(sc, relpath, len, h);
-		const char *slash;
-		int err;
-
-		if (!e || !e->watched) {
-			err = watch(sc, relpath, len);
-			if (err)
-				return err;
-			if (!e)
-				e = insert(sc, relpath, len, h);
-			if (!e)
-				return -ENOMEM;
-			e->watched = true;
-		}
-		slash = strchr(relpath + len + (len ? 1 : 0), '/');
-		if (!slash)
-			return 0;
-		len = (size_t)(slash - relpath);
-	}
-}
-
 static unsigned depth_of(const char *relpath)
 {
 	unsigned d = 1;
@@ -363,13 +700,122 @@ static unsigned depth_of(const char *relpath)
 	return d;
 }
 
+/* Whether e is relpath or a directory on its way. */
+static bool on_the_way(const struct sc_entry *e, const char *relpath,
+		       size_t len)
+{
+	return e->len <= len && !memcmp(e->key, relpath, e->len) &&
+	       (!e->len || e->len == len || relpath[e->len] == '/');
+}
+
+/* The length of the prefix of relpath after the one `at` long. */
+static size_t next_prefix(const char *relpath, size_t len, size_t at)
+{
+	const char *slash = strchr(relpath + at + (at ? 1 : 0), '/');
+
+	return slash ? (size_t)(slash - relpath) : len;
+}
+
+/* Evict until the entries relpath's lookup may add fit. */
+static bool make_room(struct stat_cache *sc, const char *relpath, size_t len)
+{
+	unsigned need = 0, prefixes = len ? depth_of(relpath) + 1 : 1;
+	size_t at = 0;
+
+	if (prefixes > sc->max)
+		return false;
+	for (;;) {
+		need += !find(sc, relpath, at, hash_of(relpath, at));
+		if (at == len)
+			break;
+		at = next_prefix(relpath, len, at);
+	}
+	while (sc->n + need > sc->max) {
+		struct sc_entry *e = sc->lru_tail;
+
+		if (!e)
+			return false;
+		if (on_the_way(e, relpath, len))
+			need++; /* made again below */
+		drop_one(sc, e);
+		count(sc, SC_EVICTIONS);
+	}
+	return true;
+}
+
+/*
+ * An entry for each prefix of relpath from the root down, each watching
+ * what its path names, in that order: a change to a directory on the way
+ * made after its watch is an event, one made before is in what the next
+ * watch and the lookup see. Returns relpath's entry, or that of the
+ * first prefix that could not be watched (*gap: why), or NULL.
+ */
+static struct sc_entry *walk(struct stat_cache *sc, const char *relpath,
+			     size_t len, int *gap)
+{
+	struct sc_entry *parent = NULL;
+	size_t at = 0;
+
+	*gap = 0;
+	for (;;) {
+		uint64_t h = hash_of(relpath, at);
+		struct sc_entry *e = find(sc, relpath, at, h);
+
+		if (!e)
+			e = insert(sc, relpath, at, h, parent);
+		if (!e)
+			return NULL;
+		if (!e->watch)
+			*gap = watch_take(sc, e);
+		if (*gap || at == len)
+			return e;
+		at = next_prefix(relpath, len, at);
+		parent = e;
+	}
+}
+
+/* Drop e and the entries above it that hold nothing. */
+static void prune(struct stat_cache *sc, struct sc_entry *e)
+{
+	while (e && !e->watch && !has_facts(e) && !e->child) {
+		struct sc_entry *up = e->parent;
+
+		drop_one(sc, e);
+		e = up;
+	}
+}
+
+/* relpath is missing (err) where the entry gap, whose parent is
+ * watched, could not be watched: the answer holds until a name changes
+ * in that parent, which drops gap and everything beneath it. */
+static int enter_missing(struct stat_cache *sc, struct sc_entry *gap,
+			 const char *relpath, size_t len, int err)
+{
+	struct sc_entry *e = gap;
+
+	if (gap->len != len)
+		e = insert(sc, relpath, len, hash_of(relpath, len), gap);
+	if (!e) {
+		prune(sc, gap);
+		count(sc, SC_BYPASS);
+		return err;
+	}
+	e->err = err;
+	count(sc, SC_MISSES);
+	return err;
+}
+
+static bool missing(int err)
+{
+	return err == -ENOENT || err == -ENOTDIR;
+}
+
 int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 		      const char *relpath, struct file_meta *meta)
 {
 	size_t len = strlen(relpath);
 	struct sc_entry *e;
-	uint64_t h;
-	int err;
+	int err, gap;
 
 	if (!sc)
 		return file_meta_lookup(cfg->root_fd, relpath, 0, meta, NULL);
@@ -379,41 +825,39 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 	 * answered without the cache, which follows the new one. */
 	if (!sc->usable || cfg != sc->cfg || sc->ifd < 0)
 		goto plain;
-	h = hash_of(relpath, len);
-	e = find(sc, relpath, len, h);
-	if (e && e->has_meta) {
+	e = find(sc, relpath, len, hash_of(relpath, len));
+	if (e && has_facts(e) && !e->plain) {
 		count(sc, SC_HITS);
+		lru_touch(sc, e);
+		if (e->err)
+			return e->err;
 		*meta = e->meta;
 		return 0;
 	}
-	/* Room for the file and every directory above it, counted high. */
-	if (sc->n + depth_of(relpath) + 1 > sc->max)
+	if ((e && e->plain) || !make_room(sc, relpath, len))
 		goto plain;
-	/* Watches first, then the lookup: a change after the watch is an
-	 * event; a change before it is in what the lookup sees. */
-	if (watch_parents(sc, relpath) || (len && watch(sc, relpath, len)))
+	e = walk(sc, relpath, len, &gap);
+	if (!e)
 		goto plain;
 	err = file_meta_lookup(cfg->root_fd, relpath,
 			       RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV, meta,
 			       NULL);
-	if (err == -ELOOP || err == -EXDEV)
-		goto plain; /* a symlink or mount on the way: not ours */
+	if (gap) {
+		if (e->parent && missing(gap) && missing(err))
+			return enter_missing(sc, e, relpath, len, err);
+		prune(sc, e);
+		goto plain;
+	}
+	if (err == -ELOOP || err == -EXDEV) {
+		e->plain = true; /* a symlink or mount on the way: not ours */
+		goto plain;
+	}
 	if (err) {
 		count(sc, SC_BYPASS);
 		return err;
 	}
-	e = find(sc, relpath, len, h);
-	if (!e)
-		e = insert(sc, relpath, len, h);
-	if (!e) {
-		count(sc, SC_BYPASS);
-		return 0;
-	}
 	e->meta = *meta;
 	e->has_meta = true;
-	/* The root's own watch was set by watch_parents(). */
-	if (len && S_ISDIR(meta->mode))
-		e->watched = true;
 	count(sc, SC_MISSES);
 	return 0;
 plain:

@@ -8,15 +8,20 @@
  * for the cache, every directory on the path and the file itself get a
  * watch, and the first lookup after each batch of completions was taken
  * from the ring (stat_cache_batch()) reads the inotify fd and forgets
- * every entry if any event arrived. A change that has completed before a
+ * what the events it finds name: the entry of a changed file, everything
+ * beneath a changed or moved directory, a missing path once its name
+ * (or that of the first missing directory on its way) is created, all
+ * of it when events were lost. A change that has completed before a
  * request's bytes were received therefore always reaches the cache
  * before that request is planned: the event is queued inside the system
- * call that made the change, the request's completion is posted later,
- * and the read comes after that completion was taken. Batches that plan
- * nothing (completions of sends and closes) cost no read.
+ * call that made the change, on a watch that was in place before the
+ * entry's lookup (a change before the watch is in what the lookup
+ * saw), the request's completion is posted later, and the read comes
+ * after that completion was taken. Batches that plan nothing
+ * (completions of sends and closes) cost no read.
  *
- * Only what inotify can vouch for is cached: paths with no symlink and
- * no mount point in them (the lookup is repeated with RESOLVE_NO_SYMLINKS
+ * Only what inotify can vouch for is cached: facts and the answers
+ * ENOENT and ENOTDIR, for paths with no symlink and no mount point in them (the lookup is repeated with RESOLVE_NO_SYMLINKS
  * | RESOLVE_NO_XDEV; anything that fails it is looked up plainly, every
  * time), under a root on a local filesystem (a network or 9p filesystem
  * changed by another machine reports nothing here). The chain's own open
@@ -39,17 +44,23 @@ struct stat_cache;
 /* Counters, in an array the caller owns (the worker's /metrics ones);
  * only the cache's own thread writes them. */
 enum {
-	SC_HITS,      /* answered from the cache */
-	SC_MISSES,    /* looked up and entered */
-	SC_BYPASS,    /* looked up, not cacheable (or full, or off) */
-	SC_FLUSHES,   /* change events that emptied the cache */
-	SC_DATA_HITS, /* bodies answered from kept file contents */
+	SC_HITS,	/* answered from the cache (a missing file too) */
+	SC_MISSES,	/* looked up and entered */
+	SC_BYPASS,	/* looked up, not cacheable (or off) */
+	SC_FLUSHES,	/* lost events (or a failed read) that emptied it */
+	SC_DATA_HITS,	/* bodies answered from kept file contents */
+	SC_EVICTIONS,	/* entries dropped to make room */
+	SC_INVALIDATED, /* entries whose facts a change event dropped */
+	SC_ENTRIES,	/* gauge: entries held (stat_cache_entries()) */
+	SC_WATCHES,	/* gauge: inotify watches held */
 	SC_NCOUNTERS,
 };
 
 /*
  * A cache for lookups under cfg's root, of at most cfg->stat_cache entries
- * (0: off, every lookup is counted as a bypass). ctr points to
+ * (directories on the way included; the least recently used go first
+ * when a new one needs room; 0: off, every lookup is counted as a
+ * bypass). ctr points to
  * SC_NCOUNTERS counters. NULL: ENOMEM.
  */
 struct stat_cache *stat_cache_new(struct orcd_config *cfg,
@@ -71,8 +82,9 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 		      const char *relpath, struct file_meta *meta);
 
 /*
- * Read pending change events; if there were any, forget everything.
- * Costs one read() when entries exist, nothing otherwise.
+ * Read pending change events and forget what they name (everything
+ * when events were lost). Costs one read() when entries exist, nothing
+ * otherwise.
  */
 void stat_cache_sync(struct stat_cache *sc);
 
@@ -93,8 +105,8 @@ void stat_cache_batch(struct stat_cache *sc);
  *   two. The first STAT_CACHE_MAP_FDS of them also stay open, so that a
  *   transport with a real socket fd can sendfile() them: no copy at all.
  * Either is kept only while the cache still holds the plan's facts after
- * reading pending change events; every change event drops them with the
- * rest. A body is shared: sends in flight hold a reference, so a flush
+ * reading pending change events; an event that drops the entry's facts
+ * (or its eviction) drops them too. A body is shared: sends in flight hold a reference, so a flush
  * never pulls bytes from under one.
  */
 #define STAT_CACHE_DATA_FILE  (64u * 1024)
@@ -135,6 +147,9 @@ void stat_cache_flush(struct stat_cache *sc);
 
 /* Entries held now (directories that only carry a watch included). */
 unsigned stat_cache_entries(const struct stat_cache *sc);
+/* inotify watches held now: one per directory and file looked up (a
+ * file under two cached names holds one). */
+unsigned stat_cache_watches(const struct stat_cache *sc);
 
 /* Whether a filesystem of this type (as /proc/self/mountinfo names it)
  * reports every change to inotify on this machine (local filesystems). */

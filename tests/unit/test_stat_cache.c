@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* Stat cache: a second lookup is a hit; every kind of change made before
- * stat_cache_sync() is seen by the next lookup; what inotify cannot vouch
- * for (symlinks on the way, a full cache, a cache turned off, another
- * configuration) is looked up every time; no fd is leaked or added. */
+ * stat_cache_sync() is seen by the next lookup, and drops only what it
+ * names; missing files are cached until created; a full cache evicts the
+ * least recently used; what inotify cannot vouch for (symlinks on the
+ * way, a cache turned off, another configuration) is looked up every
+ * time; no fd or watch is leaked or added. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -184,13 +186,14 @@ static void change_then_check(struct fixture *fx, const char *rel,
 			      void (*change)(void))
 {
 	struct file_meta m;
-	uint64_t flushes = ctr(fx, SC_FLUSHES);
+	uint64_t dropped = ctr(fx, SC_INVALIDATED);
 
 	lookup(fx, rel, &m);
 	lookup(fx, rel, &m);
 	change();
 	stat_cache_sync(fx->sc);
-	assert_int_equal(ctr(fx, SC_FLUSHES), flushes + 1);
+	assert_true(ctr(fx, SC_INVALIDATED) > dropped);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 0);
 	lookup(fx, rel, &m);
 }
 
@@ -265,6 +268,7 @@ static void test_changes_are_seen(void **state)
 	change_then_check(fx, "a/b/deep.txt", write_other_link);
 	change_then_check(fx, "a/b/deep.txt", remove_file);
 	put_file("a/b/deep.txt", "again\n");
+	stat_cache_sync(fx->sc); /* the missing file was an entry */
 	change_then_check(fx, "a/b/deep.txt", move_parent);
 	assert_int_equal(stat_cache_lookup(fx->sc, fx->cfg, "a/b/deep.txt",
 					   &(struct file_meta){0}),
@@ -310,12 +314,12 @@ static void test_batch_mark_reads_at_next_lookup(void **state)
 	 * a request it has not taken from the ring since the change). */
 	assert_int_equal(stat_cache_lookup(fx->sc, fx->cfg, "top.txt", &m), 0);
 	assert_int_equal(m.size, 4);
-	assert_int_equal(ctr(fx, SC_FLUSHES), 0);
+	assert_int_equal(ctr(fx, SC_INVALIDATED), 0);
 	stat_cache_batch(fx->sc);
-	assert_int_equal(ctr(fx, SC_FLUSHES), 0); /* no read yet */
+	assert_int_equal(ctr(fx, SC_INVALIDATED), 0); /* no read yet */
 	assert_int_equal(lookup(fx, "top.txt", &m), 0);
 	assert_int_equal(m.size, 19);
-	assert_int_equal(ctr(fx, SC_FLUSHES), 1);
+	assert_true(ctr(fx, SC_INVALIDATED) >= 1);
 	rewrite_rounds(fx, 50, 23, stat_cache_batch);
 }
 
@@ -369,43 +373,236 @@ static void test_symlinks_are_not_cached(void **state)
 	assert_int_equal(lookup(fx, "out", &m), -EXDEV);
 }
 
-static void test_missing_is_not_cached(void **state)
+/* A missing file is answered from the cache until its name, or that of
+ * the first missing directory on its way, is created; a file where a
+ * directory was expected (ENOTDIR) until it is replaced. */
+static void test_missing_is_cached_until_created(void **state)
 {
 	struct fixture *fx = *state;
 	struct file_meta m;
 
 	assert_int_equal(lookup(fx, "a/none.txt", &m), -ENOENT);
+	assert_int_equal(lookup(fx, "x/y/z.txt", &m), -ENOENT);
+	assert_int_equal(lookup(fx, "top.txt/inside", &m), -ENOTDIR);
+	assert_int_equal(ctr(fx, SC_MISSES), 3);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(lookup(fx, "a/none.txt", &m), -ENOENT);
+	assert_int_equal(lookup(fx, "x/y/z.txt", &m), -ENOENT);
+	assert_int_equal(lookup(fx, "top.txt/inside", &m), -ENOTDIR);
+	assert_int_equal(ctr(fx, SC_HITS), 3);
+
 	put_file("a/none.txt", "now here\n");
-	/* No sync needed: a miss was never an entry. */
+	assert_int_equal(mkdir(at("x"), 0755), 0);
+	assert_int_equal(mkdir(at("x/y"), 0755), 0);
+	put_file("x/y/z.txt", "deeper\n");
+	put_file("a/.dir", "");
+	assert_int_equal(unlink(at("top.txt")), 0);
+	assert_int_equal(mkdir(at("top.txt"), 0755), 0);
+	put_file("top.txt/inside", "a file\n");
+	stat_cache_sync(fx->sc);
 	assert_int_equal(lookup(fx, "a/none.txt", &m), 0);
 	assert_int_equal(m.size, 9);
+	assert_int_equal(lookup(fx, "x/y/z.txt", &m), 0);
+	assert_int_equal(lookup(fx, "top.txt/inside", &m), 0);
+	/* ... and again missing once removed. */
+	assert_int_equal(unlink(at("x/y/z.txt")), 0);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(lookup(fx, "x/y/z.txt", &m), -ENOENT);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 0);
 }
 
-static void test_full_cache_looks_up_plainly(void **state)
+/* A directory's mode decides every lookup beneath it: a change of it
+ * drops what is beneath, not only the directory's own facts. */
+static void test_directory_attrib_drops_beneath(void **state)
 {
 	struct fixture *fx = *state;
-	struct orcd_config *small = make_config(4);
+	struct file_meta m;
+	uint64_t misses;
+
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_int_equal(lookup(fx, "a/nothing", &m), -ENOENT);
+	stat_cache_sync(fx->sc);
+	misses = ctr(fx, SC_MISSES);
+	assert_int_equal(chmod(at("a"), 0700), 0);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_int_equal(lookup(fx, "a/nothing", &m), -ENOENT);
+	assert_int_equal(ctr(fx, SC_MISSES), misses + 2);
+}
+
+/* The point of dropping per path: a file written over and over (a log
+ * under the root) leaves every other entry a hit, itself included when
+ * it is looked up between writes, and stays true. */
+static void test_changes_elsewhere_keep_hits(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+	char text[32];
+
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(lookup(fx, "", &m), 0);
+	for (int i = 0; i < 100; i++) {
+		FILE *f = fopen(at("a/b/log.txt"), "a");
+
+		assert_non_null(f);
+		fprintf(f, "line %d\n", i);
+		fclose(f);
+		stat_cache_sync(fx->sc);
+		assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+		assert_int_equal(lookup(fx, "top.txt", &m), 0);
+		assert_int_equal(lookup(fx, "", &m), 0);
+	}
+	assert_int_equal(ctr(fx, SC_HITS), 300);
+	assert_int_equal(ctr(fx, SC_MISSES), 3);
+	/* The written file itself, looked up after every write. */
+	for (int i = 0; i < 50; i++) {
+		snprintf(text, sizeof(text), "%*d\n", 1 + i % 13, i);
+		put_file("a/b/log.txt", text);
+		stat_cache_sync(fx->sc);
+		assert_int_equal(lookup(fx, "a/b/log.txt", &m), 0);
+		assert_int_equal(m.size, strlen(text));
+		assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	}
+	assert_int_equal(ctr(fx, SC_HITS), 350);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 0);
+}
+
+/* Events lost to a full queue: nothing can be told apart, all goes. */
+static void test_overflow_empties(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+	unsigned max = 16384;
+	FILE *q = fopen("/proc/sys/fs/inotify/max_queued_events", "r");
+
+	if (q) {
+		assert_int_equal(fscanf(q, "%u", &max), 1);
+		fclose(q);
+	}
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	/* Each write is two events that do not merge: the file's and its
+	 * directory's. */
+	for (unsigned i = 0; i <= max / 2 + 1; i++) {
+		int fd = open(at("top.txt"), O_WRONLY | O_APPEND);
+
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, "x", 1), 1);
+		close(fd);
+	}
+	stat_cache_sync(fx->sc);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 1);
+	assert_int_equal(stat_cache_entries(fx->sc), 0);
+	assert_int_equal(stat_cache_watches(fx->sc), 0);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(m.size, 4 + max / 2 + 2);
+}
+
+/* The watches inotify holds for this process, by /proc/self/fdinfo. */
+static unsigned kernel_watches(void)
+{
+	char p[300], line[512];
+	unsigned n = 0;
+	DIR *d = opendir("/proc/self/fdinfo");
+	struct dirent *de;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fdinfo/%s", de->d_name);
+		f = fopen(p, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			n += !strncmp(line, "inotify wd:", 11);
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* The cache is bounded: past cfg->stat_cache entries the least recently
+ * used go (with their watches), a new file is still cached, a hot one
+ * stays a hit, and every answer is still true. */
+static void test_full_cache_evicts_least_recent(void **state)
+{
+	struct fixture *fx = *state;
+	struct orcd_config *small = make_config(6);
 	struct file_meta m;
 	char name[32];
 
 	stat_cache_use(fx->sc, small);
-	for (int i = 0; i < 8; i++) {
+	for (int i = 0; i < 12; i++) {
 		snprintf(name, sizeof(name), "f%d.txt", i);
 		put_file(name, name);
 	}
 	stat_cache_sync(fx->sc);
 	for (int round = 0; round < 2; round++)
-		for (int i = 0; i < 8; i++) {
+		for (int i = 0; i < 12; i++) {
 			snprintf(name, sizeof(name), "f%d.txt", i);
 			assert_int_equal(
 				stat_cache_lookup(fx->sc, small, name, &m), 0);
 			assert_int_equal(m.size, strlen(name));
+			assert_int_equal(stat_cache_lookup(fx->sc, small,
+							   "a/b/deep.txt", &m),
+					 0);
+			assert_int_equal(m.size, 5);
+			assert_true(stat_cache_entries(fx->sc) <= 6);
+			assert_int_equal(stat_cache_watches(fx->sc),
+					 kernel_watches());
 		}
-	assert_true(stat_cache_entries(fx->sc) <= 4);
-	assert_true(ctr(fx, SC_HITS) >= 2);
-	assert_true(ctr(fx, SC_BYPASS) >= 8);
+	/* deep.txt (and its directories) stayed: only its first lookup
+	 * missed; every fN.txt was entered (then evicted). */
+	assert_int_equal(ctr(fx, SC_HITS), 23);
+	assert_int_equal(ctr(fx, SC_MISSES), 25);
+	assert_int_equal(ctr(fx, SC_BYPASS), 0);
+	assert_true(ctr(fx, SC_EVICTIONS) >= 20);
+	/* The last one looked up is a hit. */
+	assert_int_equal(stat_cache_lookup(fx->sc, small, "f11.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_HITS), 24);
+	/* Evicted entries are not stale ones: a change is seen after. */
+	put_file("f0.txt", "changed, longer\n");
+	stat_cache_sync(fx->sc);
+	assert_int_equal(stat_cache_lookup(fx->sc, small, "f0.txt", &m), 0);
+	assert_int_equal(m.size, 16);
 	stat_cache_use(fx->sc, fx->cfg);
 	config_put(small);
+}
+
+/* Watches follow the entries: a removed file's goes, and the kernel's
+ * count is the cache's. */
+static void test_watches_follow_entries(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	/* "", a, a/b, deep.txt, top.txt */
+	assert_int_equal(stat_cache_watches(fx->sc), 5);
+	assert_int_equal(kernel_watches(), 5);
+	/* A second name of the same file shares its watch. */
+	assert_int_equal(link(at("top.txt"), at("a/top2.txt")), 0);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(lookup(fx, "a/top2.txt", &m), 0);
+	assert_int_equal(stat_cache_watches(fx->sc), 5);
+	assert_int_equal(kernel_watches(), 5);
+	assert_int_equal(unlink(at("a/top2.txt")), 0);
+	assert_int_equal(unlink(at("top.txt")), 0);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(stat_cache_watches(fx->sc), 4);
+	assert_int_equal(kernel_watches(), 4);
+	assert_int_equal(rename(at("a"), at("moved")), 0);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(stat_cache_watches(fx->sc), 1);
+	assert_int_equal(kernel_watches(), 1);
+	assert_int_equal(lookup(fx, "moved/b/deep.txt", &m), 0);
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), -ENOENT);
 }
 
 static void test_off_and_other_configs_bypass(void **state)
@@ -446,9 +643,12 @@ static void test_no_fd_leaks(void **state)
 		assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
 		assert_int_equal(lookup(fx, "missing", &m), -ENOENT);
 	}
-	/* Flushes renew the inotify instance on the same fd number. */
 	assert_int_equal(count_fds(), fds);
-	assert_true(ctr(fx, SC_FLUSHES) >= 19);
+	assert_true(ctr(fx, SC_INVALIDATED) >= 19);
+	/* A flush renews the inotify instance on the same fd number. */
+	stat_cache_flush(fx->sc);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(count_fds(), fds);
 }
 
 int main(void)
@@ -465,10 +665,18 @@ int main(void)
 		cmocka_unit_test(test_filesystem_types),
 		cmocka_unit_test_setup_teardown(test_symlinks_are_not_cached,
 						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_missing_is_not_cached,
-						setup, teardown),
 		cmocka_unit_test_setup_teardown(
-			test_full_cache_looks_up_plainly, setup, teardown),
+			test_missing_is_cached_until_created, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_directory_attrib_drops_beneath, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_changes_elsewhere_keep_hits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_overflow_empties, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_full_cache_evicts_least_recent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_watches_follow_entries,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_off_and_other_configs_bypass, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_fd_leaks, setup,

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The io_uring engines' stat cache, seen from outside: a change drops
+only what it names (a file written over and over leaves the others
+hits), a missing file is cached until it is created, the cache stays
+within `stat_cache` entries by evicting, and its watches are the
+kernel's. Freshness itself is test_freshness's."""
+
+import os
+import sys
+
+import orcdtest
+from orcdtest import build_request, check, eq
+
+ENTRIES = 64
+
+
+class Server(orcdtest.Orcd):
+    def __init__(self):
+        self.metrics_port = orcdtest.free_port()
+        super().__init__(conf="metrics on;\nmetrics_listen 127.0.0.1:%d;\n"
+                         "stat_cache %d;\n" % (self.metrics_port, ENTRIES))
+
+    def metrics(self):
+        with orcdtest.Conn(("127.0.0.1", self.metrics_port), timeout=5) as c:
+            c.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n")
+            r = c.read_response()
+        out = {}
+        for line in r.body.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = int(value)
+        return out
+
+
+def metric(m, name):
+    if name not in m:
+        raise orcdtest.TestFailure("no %s in the metrics page" % name)
+    return m[name]
+
+
+def result(m, which):
+    return metric(m, 'orcd_stat_cache_total{result="%s"}' % which)
+
+
+def needs_cache(srv):
+    if srv.engine == "epoll" or srv.shared_fs:
+        raise orcdtest.Skip("no stat cache here (epoll, or a 9p root)")
+
+
+def get_on(c, path):
+    c.send(build_request("GET", path))
+    r = c.read_response()
+    check(r is not None, "connection closed before the answer to " + path)
+    return r
+
+
+@orcdtest.case
+def a_file_written_over_and_over_leaves_the_others_hits(srv):
+    # Before: any event emptied the whole cache, so a log written under
+    # the root made every lookup a miss.
+    needs_cache(srv)
+    srv.write_file("w/a.txt", b"a\n")
+    srv.write_file("w/b.txt", b"b\n")
+    log = srv.path("w/log.txt")
+    with srv.conn() as c:
+        for p in ("/w/a.txt", "/w/b.txt", "/w/"):
+            get_on(c, p)
+        before = srv.metrics()
+        for i in range(30):
+            with open(log, "a") as f:
+                f.write("line %d\n" % i)
+            eq(get_on(c, "/w/a.txt").body, b"a\n", "a.txt")
+            eq(get_on(c, "/w/b.txt").body, b"b\n", "b.txt")
+        after = srv.metrics()
+        eq(result(after, "hit") - result(before, "hit"), 60,
+           "hits while another file was written")
+        eq(result(after, "miss") - result(before, "miss"), 0, "misses")
+        # The written file itself, asked for between writes: true each
+        # time, and the others still hits.
+        want = b""
+        for i in range(20):
+            line = ("more %d\n" % i).encode()
+            with open(log, "ab") as f:
+                f.write(line)
+            want = open(log, "rb").read()
+            eq(get_on(c, "/w/log.txt").body, want, "log.txt round %d" % i)
+            eq(get_on(c, "/w/a.txt").body, b"a\n", "a.txt")
+        last = srv.metrics()
+        eq(result(last, "hit") - result(after, "hit") >= 20, True,
+           "a.txt stayed a hit while log.txt was written and served")
+        eq(result(last, "flush"), result(before, "flush"), "flushes")
+
+
+@orcdtest.case
+def a_missing_file_is_cached_until_created(srv):
+    needs_cache(srv)
+    with srv.conn() as c:
+        before = srv.metrics()
+        for _ in range(3):
+            eq(get_on(c, "/m/nope.txt").status, 404, "missing")
+            eq(get_on(c, "/m2/sub/nope.txt").status, 404,
+               "under a missing directory")
+        after = srv.metrics()
+        eq(result(after, "hit") - result(before, "hit"), 4,
+           "404s answered from the cache")
+        srv.write_file("m/nope.txt", b"here now\n")
+        r = get_on(c, "/m/nope.txt")
+        eq((r.status, r.body), (200, b"here now\n"), "created")
+        srv.write_file("m2/sub/nope.txt", b"deeper\n")
+        r = get_on(c, "/m2/sub/nope.txt")
+        eq((r.status, r.body), (200, b"deeper\n"),
+           "created with its directories")
+        os.unlink(srv.path("m/nope.txt"))
+        eq(get_on(c, "/m/nope.txt").status, 404, "removed again")
+
+
+def kernel_watches(srv):
+    """inotify watches orcd holds, by /proc/PID/fdinfo."""
+    n = 0
+    base = "/proc/%d/fdinfo" % srv.proc.pid
+    for fd in os.listdir(base):
+        try:
+            with open(os.path.join(base, fd)) as f:
+                n += sum(1 for line in f if line.startswith("inotify wd:"))
+        except OSError:
+            pass
+    return n
+
+
+@orcdtest.case
+def more_paths_than_entries_evict(srv):
+    # Before: the first `stat_cache` paths stayed forever and every other
+    # path was looked up on each request.
+    needs_cache(srv)
+    n = 3 * ENTRIES
+    for i in range(n):
+        srv.write_file("many/%d.txt" % i, b"%d\n" % i)
+    with srv.conn() as c:
+        for i in range(n):
+            eq(get_on(c, "/many/%d.txt" % i).body, b"%d\n" % i, "file %d" % i)
+        m = srv.metrics()
+        check(metric(m, "orcd_stat_cache_entries") <= ENTRIES,
+              "%d entries held, more than %d"
+              % (m["orcd_stat_cache_entries"], ENTRIES))
+        check(metric(m, "orcd_stat_cache_evictions_total") >= n - ENTRIES,
+              "evictions: %d" % m["orcd_stat_cache_evictions_total"])
+        # Watches: one per directory on the way and per file, as the
+        # kernel counts them (nothing left behind by evicted entries).
+        check(metric(m, "orcd_stat_cache_watches") <=
+              m["orcd_stat_cache_entries"], "more watches than entries")
+        eq(kernel_watches(srv), m["orcd_stat_cache_watches"],
+           "watches orcd holds vs its gauge")
+        print("# %d entries, %d watches for %d files in one directory"
+              % (m["orcd_stat_cache_entries"], m["orcd_stat_cache_watches"],
+                 n))
+        # The latest paths are entered, and hot ones stay.
+        hits = result(m, "hit")
+        for _ in range(3):
+            for i in range(n - 10, n):
+                get_on(c, "/many/%d.txt" % i)
+        eq(result(srv.metrics(), "hit") - hits, 30, "recent paths are hits")
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run(Server))
