@@ -452,6 +452,12 @@ static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
 	return stat_cache_lookup(ctx, cfg, relpath, meta);
 }
 
+static int sc_readable(void *ctx, struct orcd_config *cfg, const char *relpath,
+		       struct file_meta *meta)
+{
+	return stat_cache_readable(ctx, cfg, relpath, meta);
+}
+
 static void sc_flush(void *ctx)
 {
 	stat_cache_flush(ctx);
@@ -537,6 +543,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->hw.bodies_in_buffer = true;
 	uw->hw.lookup.fn = sc_lookup;
 	uw->hw.lookup.ctx = uw->sc;
+	uw->hw.lookup.readable = sc_readable;
 	uw->hw.lookup_flush = sc_flush;
 	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
 	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));

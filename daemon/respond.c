@@ -168,15 +168,21 @@ static int resolve_target(struct orcd_config *cfg,
 		return 404;
 	if (!fdp && req->method == HTTP_METHOD_HEAD) {
 		/* The O_PATH lookup needs no read permission, and a HEAD has
-		 * no chain whose open would find out: open it here, so HEAD
-		 * answers 403 where GET does. */
+		 * no chain whose open would find out: ask (a cache may know)
+		 * or open it here, so HEAD answers 403 where GET does. */
 		int fd;
 
-		err = file_meta_lookup(cfg->root_fd, plan->relpath, 0,
-				       &plan->meta, &fd);
+		if (lk && lk->readable) {
+			err = lk->readable(lk->ctx, cfg, plan->relpath,
+					   &plan->meta);
+		} else {
+			err = file_meta_lookup(cfg->root_fd, plan->relpath, 0,
+					       &plan->meta, &fd);
+			if (!err)
+				close(fd);
+		}
 		if (err)
 			return lookup_status(err);
-		close(fd);
 	}
 	return 0;
 }

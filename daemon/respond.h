@@ -22,11 +22,16 @@
  * Where the planner gets file facts: fn answers like file_meta_lookup()
  * (root_fd = cfg->root_fd, no extra resolve flags, no fd), perhaps from a
  * cache the caller keeps true. NULL: every lookup goes to the filesystem.
+ * readable (may be NULL: an open and a close) says whether the regular
+ * file fn just described opens for reading (0 or -errno), which a HEAD,
+ * having no transfer whose open would find out, must know.
  */
 struct respond_lookup {
 	int (*fn)(void *ctx, struct orcd_config *cfg, const char *relpath,
 		  struct file_meta *meta);
 	void *ctx;
+	int (*readable)(void *ctx, struct orcd_config *cfg, const char *relpath,
+			struct file_meta *meta);
 };
 
 struct response_plan {

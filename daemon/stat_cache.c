@@ -76,8 +76,10 @@ struct sc_entry {
 	struct sc_entry *w_prev, *w_next;     /* holders of watch */
 	uint64_t hash;
 	bool has_meta;
-	bool plain;	/* not cacheable: every lookup goes to the fs */
-	int err;	/* a cached failed lookup (-ENOENT, -ENOTDIR) */
+	bool plain;	 /* not cacheable: every lookup goes to the fs */
+	bool read_known; /* read_err says whether it opens for reading */
+	int err;	 /* a cached failed lookup (-ENOENT, -ENOTDIR) */
+	int read_err;
 	uint64_t stamp; /* the last event that handled it */
 	struct file_meta meta;
 	struct sc_body *body; /* the file's bytes as of meta, or NULL */
@@ -350,6 +352,7 @@ static void facts_drop(struct stat_cache *sc, struct sc_entry *e)
 {
 	e->has_meta = false;
 	e->plain = false;
+	e->read_known = false;
 	e->err = 0;
 	body_drop(sc, e);
 }
@@ -888,6 +891,28 @@ static struct sc_entry *entry_of(struct stat_cache *sc,
 	return e;
 }
 
+int stat_cache_readable(struct stat_cache *sc, struct orcd_config *cfg,
+			const char *relpath, struct file_meta *meta)
+{
+	struct sc_entry *e = entry_of(sc, cfg, relpath, meta);
+	struct file_meta now;
+	int err, fd;
+
+	if (e && e->read_known)
+		return e->read_err;
+	err = file_meta_lookup(cfg->root_fd, relpath, 0, &now, &fd);
+	if (!err)
+		close(fd);
+	/* Who may read it changes only with an IN_ATTRIB, of the file or of
+	 * a directory on the way, which forgets the entry's facts. */
+	if (e && (err == -EACCES || (!err && same_version(&now, meta)))) {
+		e->read_known = true;
+		e->read_err = err;
+	}
+	if (!err)
+		*meta = now;
+	return err;
+}
 struct sc_body *stat_cache_body(struct stat_cache *sc,
 				const struct orcd_config *cfg,
 				const char *relpath,

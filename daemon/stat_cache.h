@@ -89,6 +89,17 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 void stat_cache_sync(struct stat_cache *sc);
 
 /*
+ * Whether relpath, whose facts a lookup just gave as meta, opens for
+ * reading (0 or -errno as that open fails), as the open of a GET's chain
+ * would find out: a HEAD has no chain. Answered from the entry when it
+ * is known (permissions change only with an IN_ATTRIB of the file or of
+ * a directory on the way, which forgets it), else by an open and a
+ * close, which refresh meta.
+ */
+int stat_cache_readable(struct stat_cache *sc, struct orcd_config *cfg,
+			const char *relpath, struct file_meta *meta);
+
+/*
  * A batch of completions was just taken from the ring: the next lookup
  * runs stat_cache_sync() first. No system call here.
  */

@@ -2,16 +2,20 @@
 """The io_uring engines' stat cache, seen from outside: a change drops
 only what it names (a file written over and over leaves the others
 hits), a missing file is cached until it is created, the cache stays
-within `stat_cache` entries by evicting, and its watches are the
-kernel's. Freshness itself is test_freshness's."""
+within `stat_cache` entries by evicting, its watches are the kernel's,
+and a HEAD of a known file opens nothing. Freshness itself is
+test_freshness's."""
 
+import ctypes
 import os
+import struct
 import sys
 
 import orcdtest
 from orcdtest import build_request, check, eq
 
 ENTRIES = 64
+IN_OPEN = 0x20
 
 
 class Server(orcdtest.Orcd):
@@ -47,9 +51,9 @@ def needs_cache(srv):
         raise orcdtest.Skip("no stat cache here (epoll, or a 9p root)")
 
 
-def get_on(c, path):
-    c.send(build_request("GET", path))
-    r = c.read_response()
+def get_on(c, path, method="GET"):
+    c.send(build_request(method, path))
+    r = c.read_response(head_request=method == "HEAD")
     check(r is not None, "connection closed before the answer to " + path)
     return r
 
@@ -159,6 +163,50 @@ def more_paths_than_entries_evict(srv):
             for i in range(n - 10, n):
                 get_on(c, "/many/%d.txt" % i)
         eq(result(srv.metrics(), "hit") - hits, 30, "recent paths are hits")
+
+
+@orcdtest.case
+def head_of_a_known_file_opens_nothing(srv):
+    # Before: every HEAD opened the file (openat2, fstat, close) to find
+    # out whether it may be read, cache or not.
+    needs_cache(srv)
+    p = srv.write_file("h/head.txt", b"head me\n")
+    libc = ctypes.CDLL(None, use_errno=True)
+    ifd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    check(ifd >= 0, "inotify_init1")
+    try:
+        with srv.conn() as c:
+            for _ in range(2):
+                eq(get_on(c, "/h/head.txt", "HEAD").status, 200, "warm-up")
+            check(libc.inotify_add_watch(ifd, p.encode(), IN_OPEN) >= 0,
+                  "inotify_add_watch")
+            before = srv.metrics()
+            for _ in range(5):
+                r = get_on(c, "/h/head.txt", "HEAD")
+                eq((r.status, r.header("content-length")), (200, "8"),
+                   "HEAD")
+            after = srv.metrics()
+        opens = 0
+        try:
+            while True:
+                data = os.read(ifd, 4096)
+                off = 0
+                while off < len(data):
+                    _, mask, _, ln = struct.unpack_from("iIII", data, off)
+                    opens += bool(mask & IN_OPEN)
+                    off += 16 + ln
+        except BlockingIOError:
+            pass
+        eq(opens, 0, "opens of the file by 5 HEADs")
+        eq(result(after, "hit") - result(before, "hit"), 5, "HEAD hits")
+    finally:
+        os.close(ifd)
+    # Still refused where GET would be (a directory is a redirect, a
+    # missing file a 404), and a change is seen.
+    srv.write_file("h/head.txt", b"longer now\n")
+    with srv.conn() as c:
+        r = get_on(c, "/h/head.txt", "HEAD")
+        eq(r.header("content-length"), "11", "HEAD after a change")
 
 
 if __name__ == "__main__":

@@ -605,6 +605,26 @@ static void test_watches_follow_entries(void **state)
 	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), -ENOENT);
 }
 
+/* A HEAD's read check is answered from the entry until a change. */
+static void test_readable_is_kept(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(stat_cache_readable(fx->sc, fx->cfg, "top.txt", &m),
+			 0);
+	/* Gone, but no event read yet: the entry still answers, which shows
+	 * that it answers without an open. */
+	assert_int_equal(unlink(at("top.txt")), 0);
+	assert_int_equal(stat_cache_readable(fx->sc, fx->cfg, "top.txt", &m),
+			 0);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(stat_cache_readable(fx->sc, fx->cfg, "top.txt", &m),
+			 -ENOENT);
+	assert_int_equal(lookup(fx, "top.txt", &m), -ENOENT);
+}
+
 static void test_off_and_other_configs_bypass(void **state)
 {
 	struct fixture *fx = *state;
@@ -651,6 +671,55 @@ static void test_no_fd_leaks(void **state)
 	assert_int_equal(count_fds(), fds);
 }
 
+static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
+		     struct file_meta *meta)
+{
+	return stat_cache_lookup(ctx, cfg, relpath, meta);
+}
+
+static int sc_readable(void *ctx, struct orcd_config *cfg, const char *relpath,
+		       struct file_meta *meta)
+{
+	return stat_cache_readable(ctx, cfg, relpath, meta);
+}
+
+static int plan_head(struct fixture *fx, const char *target)
+{
+	struct respond_lookup lk = {sc_lookup, fx->sc, sc_readable};
+	struct http_limits lim = {8192, 8192, 100};
+	static struct response_plan plan;
+	struct http_request req;
+	char in[256], out[8192];
+	int status = 0;
+
+	snprintf(in, sizeof(in), "HEAD %s HTTP/1.1\r\nHost: t\r\n\r\n", target);
+	assert_int_equal(http_parse_request(in, strlen(in), &lim, &req,
+					    &status),
+			 HTTP_PARSE_OK);
+	assert_int_equal(respond_plan(fx->cfg, &lk, &req, 0, 0, out,
+				      sizeof(out), &plan),
+			 0);
+	return plan.status;
+}
+
+/* A HEAD goes through the cache like a GET, read check included: once
+ * known, it is answered with no system call at all (here: the file is
+ * gone, the event not read yet, and the answer is still the entry's). */
+static void test_head_is_planned_from_the_cache(void **state)
+{
+	struct fixture *fx = *state;
+	int fds = count_fds();
+
+	assert_int_equal(plan_head(fx, "/top.txt"), 200);
+	assert_int_equal(plan_head(fx, "/top.txt"), 200);
+	assert_int_equal(ctr(fx, SC_HITS), 1);
+	assert_int_equal(unlink(at("top.txt")), 0);
+	assert_int_equal(plan_head(fx, "/top.txt"), 200);
+	stat_cache_sync(fx->sc);
+	assert_int_equal(plan_head(fx, "/top.txt"), 404);
+	assert_int_equal(count_fds(), fds);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -677,6 +746,10 @@ int main(void)
 			test_full_cache_evicts_least_recent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watches_follow_entries,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readable_is_kept, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_head_is_planned_from_the_cache, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_off_and_other_configs_bypass, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_fd_leaks, setup,
