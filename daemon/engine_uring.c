@@ -458,9 +458,9 @@ static int sc_readable(void *ctx, struct orcd_config *cfg, const char *relpath,
 	return stat_cache_readable(ctx, cfg, relpath, meta);
 }
 
-static void sc_flush(void *ctx)
+static void sc_forget(void *ctx, const char *relpath)
 {
-	stat_cache_flush(ctx);
+	stat_cache_forget(ctx, relpath);
 }
 
 /* One worker of either engine: fl names slots, hooks are the transport
@@ -544,7 +544,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->hw.lookup.fn = sc_lookup;
 	uw->hw.lookup.ctx = uw->sc;
 	uw->hw.lookup.readable = sc_readable;
-	uw->hw.lookup_flush = sc_flush;
+	uw->hw.lookup_forget = sc_forget;
 	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
 	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));
 	if (!uw->acc) {

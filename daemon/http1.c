@@ -262,8 +262,9 @@ static void plan(struct h1_conn *c)
 	if (!c->cfg)
 		c->cfg = server_cfg_pin(hw->w);
 	if (c->replans) {
-		if (hw->lookup_flush)
-			hw->lookup_flush(hw->lookup.ctx);
+		if (hw->lookup_forget)
+			hw->lookup_forget(hw->lookup.ctx,
+					  c->resp->plan.relpath);
 		lk = NULL;
 	}
 	drop_fd(c->resp);

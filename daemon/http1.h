@@ -81,9 +81,9 @@ struct h1_worker {
 	struct orcd_worker *w;
 	const struct h1_transport *tp;
 	/* Where plans get file facts (a cache the engine keeps true), and
-	 * how to forget them when a transfer found them wrong. */
+	 * how to forget a path's when a transfer found them wrong. */
 	struct respond_lookup lookup;
-	void (*lookup_flush)(void *ctx);
+	void (*lookup_forget)(void *ctx, const char *relpath);
 	/* RESPOND_KEEP_FD: the transport sends from the fd the plan opened;
 	 * else it finds the body by plan.relpath itself. */
 	unsigned plan_flags;

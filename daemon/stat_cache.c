@@ -671,6 +671,15 @@ unsigned stat_cache_watches(const struct stat_cache *sc)
 	return sc->n_watches;
 }
 
+void stat_cache_forget(struct stat_cache *sc, const char *relpath)
+{
+	size_t len = strlen(relpath);
+	struct sc_entry *e =
+		sc ? find(sc, relpath, len, hash_of(relpath, len)) : NULL;
+
+	if (e)
+		forget(sc, e);
+}
 void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
 {
 	char fstype[64] = "?";

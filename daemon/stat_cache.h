@@ -156,6 +156,10 @@ bool stat_cache_active(const struct stat_cache *sc);
 /* Forget everything (and drop the watches). */
 void stat_cache_flush(struct stat_cache *sc);
 
+/* Forget relpath's facts and everything beneath it (a transfer found
+ * them wrong; the change's own event would do it at the next sync). */
+void stat_cache_forget(struct stat_cache *sc, const char *relpath);
+
 /* Entries held now (directories that only carry a watch included). */
 unsigned stat_cache_entries(const struct stat_cache *sc);
 /* inotify watches held now: one per directory and file looked up (a

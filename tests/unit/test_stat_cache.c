@@ -625,6 +625,22 @@ static void test_readable_is_kept(void **state)
 	assert_int_equal(lookup(fx, "top.txt", &m), -ENOENT);
 }
 
+/* A replan forgets the path whose facts a transfer found wrong, and
+ * only that path (it used to empty the cache). */
+static void test_forget_is_per_path(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	stat_cache_forget(fx->sc, "a/b/deep.txt");
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_HITS), 1);
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_MISSES), 3);
+}
+
 static void test_off_and_other_configs_bypass(void **state)
 {
 	struct fixture *fx = *state;
@@ -750,6 +766,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_head_is_planned_from_the_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forget_is_per_path, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_off_and_other_configs_bypass, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_fd_leaks, setup,
