@@ -662,9 +662,15 @@ static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
 	return stat_cache_lookup(ctx, cfg, relpath, meta);
 }
 
-static void sc_flush(void *ctx)
+static int sc_readable(void *ctx, struct orcd_config *cfg, const char *relpath,
+		       struct file_meta *meta)
 {
-	stat_cache_flush(ctx);
+	return stat_cache_readable(ctx, cfg, relpath, meta);
+}
+
+static void sc_forget(void *ctx, const char *relpath)
+{
+	stat_cache_forget(ctx, relpath);
 }
 
 static int epoll_run(struct orcd_worker *w)
@@ -680,7 +686,8 @@ static int epoll_run(struct orcd_worker *w)
 	if (ew.sc) {
 		ew.hw.lookup.fn = sc_lookup;
 		ew.hw.lookup.ctx = ew.sc;
-		ew.hw.lookup_flush = sc_flush;
+		ew.hw.lookup.readable = sc_readable;
+		ew.hw.lookup_forget = sc_forget;
 		ev_check_init(&ew.batch, on_batch);
 		ew.batch.data = &ew;
 		ev_check_start(ew.loop, &ew.batch);
