@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The classic engine on libev, as a transport under the HTTP/1 core
- * (http1.h): non-blocking accept4, recv on readiness, head by send with
- * MSG_MORE, body by sendfile in bounded chunks, timers as ev_timers. It
+ * (http1.h): non-blocking accept4, recv on readiness, head and kept bytes
+ * by send(msg), files by sendfile in bounded chunks, timers as ev_timers. It
  * runs wherever io_uring is blocked (seccomp, kernel.io_uring_disabled)
  * and is the baseline the io_uring engines are measured against.
  *
@@ -15,9 +15,12 @@
  * one sendmsg, a large kept-open file by sendfile. Otherwise the file is
  * opened here, fstat'ed against the facts the head was rendered from (a
  * mismatch is a replan, as a chain's failed open is), sent by sendfile,
- * and offered to the cache. Each turn of the loop is a batch: the turn's
- * first lookup reads pending change events, so a change completed before
- * a request arrived is seen by it, as on the io_uring engines.
+ * and offered to the cache. Every recv that returned bytes starts a new
+ * batch for the cache: the next lookup reads pending change events first,
+ * so a change completed before a request's bytes arrived is seen by that
+ * request, as on the io_uring engines. (A mark per turn of the loop was
+ * not enough: a recv later in the turn, or a pipelined request planned
+ * in the same pass, can hold bytes that arrived after the turn's read.)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -86,7 +89,6 @@ struct ep_worker {
 	unsigned n_conns;
 	bool accepting;
 	struct stat_cache *sc; /* lookups and kept bodies, or NULL */
-	ev_check batch;	       /* each turn of the loop is a batch */
 };
 
 static struct ep_conn *ep_of(struct h1_conn *h)
@@ -232,6 +234,10 @@ static void do_recv(struct ep_conn *c)
 	n = recv(c->fd, buf, cap, 0);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
+	if (n > 0)
+		/* These bytes may postdate the cache's last read of change
+		 * events: the lookup that plans from them reads again. */
+		stat_cache_batch(c->ew->sc);
 	c->op = OP_NONE;
 	c->ew->core->received(&c->h1, n < 0 ? -errno : (int)n);
 }
@@ -645,17 +651,6 @@ static int epoll_probe(const struct orcd_config *cfg, char *why, size_t cap)
 	return 0;
 }
 
-/* A turn of the loop has gathered its events: the next lookup reads the
- * change events queued before any of them. */
-static void on_batch(struct ev_loop *loop, ev_check *chk, int revents)
-{
-	struct ep_worker *ew = chk->data;
-
-	(void)loop;
-	(void)revents;
-	stat_cache_batch(ew->sc);
-}
-
 static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
 		     struct file_meta *meta)
 {
@@ -688,9 +683,6 @@ static int epoll_run(struct orcd_worker *w)
 		ew.hw.lookup.ctx = ew.sc;
 		ew.hw.lookup.readable = sc_readable;
 		ew.hw.lookup_forget = sc_forget;
-		ev_check_init(&ew.batch, on_batch);
-		ew.batch.data = &ew;
-		ev_check_start(ew.loop, &ew.batch);
 	} else {
 		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",
 			w->id);

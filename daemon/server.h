@@ -43,7 +43,7 @@ struct orcd_stats {
 	_Atomic uint64_t sendfile_bodies; /* kept bodies sent by sendfile */
 	_Atomic uint64_t ebusy;
 	_Atomic uint64_t submits; /* io_uring_enter / event-loop wakeups */
-	/* stat cache (io_uring engines), in stat_cache.h's SC_* order */
+	/* stat cache (every engine), in stat_cache.h's SC_* order */
 	_Atomic uint64_t stat_cache[9];
 };
 

@@ -151,6 +151,7 @@ struct uconn {
 	int sf_sock;
 	bool sf_installed;   /* sf_sock is ours to close */
 	bool sf_nonblock;    /* we made the socket O_NONBLOCK for sendfile */
+	int sf_flags;	     /* its file status flags before that */
 	bool sf_polling;     /* the op in flight is a poll for POLLOUT */
 	int64_t sf_deadline; /* send_timeout after the last progress */
 	bool iov_sent;	     /* the send in flight is msg: head + body piece */
@@ -235,6 +236,8 @@ struct uring_worker {
 	struct uconn *deferred; /* waiting for SQ room (via next) */
 	struct stat_cache *sc;	/* metadata lookups of this worker */
 	bool fd_install;	/* IORING_OP_FIXED_FD_INSTALL works (6.8+) */
+	bool install_warned;	/* an install failed once: said so */
+	bool tearing_down;	/* specific's sockets are closed already */
 	unsigned chains_inflight;
 	struct timerwheel tw;
 	int64_t now_ms; /* CLOCK_MONOTONIC, taken once per loop turn */

@@ -21,8 +21,16 @@
  * send_timeout means "no progress for this long", as on every engine:
  * sends go without MSG_WAITALL, so each send completes as soon as some
  * bytes went out, and the timer armed with it (the worker's wheel, not a
- * linked timeout) bounds the wait for that progress only. A short send is progress: the rest follows in a send of
- * its own before anything else happens on the connection.
+ * linked timeout) bounds the wait for that progress only. A short send
+ * is progress: the rest follows in a send of its own before anything
+ * else happens on the connection.
+ *
+ * A hot file needs no chain: its bytes kept by the stat cache go beside
+ * the head in one SEND (up to 4 KiB, copied behind it) or one SENDMSG
+ * (two iovecs); a large one kept open goes by sendfile(2) from this
+ * thread to a real socket fd (the slot on `specific`, the slot installed
+ * as an fd on `direct`), and a full socket waits in a POLL_ADD for
+ * POLLOUT under the same send timeout.
  *
  * The outcome goes up to the HTTP/1 core through its responded().
  */
@@ -43,7 +51,8 @@
 #define STEP(s)	       (1u << (s))
 #define SEND_FLAGS     MSG_NOSIGNAL
 /* A kept body up to this size is copied behind its head (one SEND); a
- * larger one goes beside it in one SENDMSG, copied by the kernel only. */
+ * larger one goes beside it in one SENDMSG, copied by the kernel only,
+ * unless it is over STAT_CACHE_DATA_FILE and kept open: sendfile then. */
 #define BODY_COPY_MAX  4096u
 /* Bytes of a kept body handed to one send. */
 #define BODY_PIECE     (16u << 20)
@@ -158,9 +167,14 @@ static void took_install(struct uconn *c)
 	int r = c->res[ST_INSTALL];
 
 	if (r < 0) {
-		log_msg(LOG_WARNING,
-			"worker %u: install of socket slot %d as an fd: %s",
-			c->uw->w->id, c->sock, strerror(-r));
+		/* Once per worker: at the fd limit this would be every
+		 * response. */
+		if (!c->uw->install_warned)
+			log_msg(LOG_WARNING,
+				"worker %u: install of socket slot %d as an fd: "
+				"%s; bodies go by sends until it works",
+				c->uw->w->id, c->sock, strerror(-r));
+		c->uw->install_warned = true;
 		return;
 	}
 	c->sf_sock = r;
@@ -173,8 +187,10 @@ static void sf_end(struct uconn *c)
 {
 	if (c->sf_sock < 0)
 		return;
-	if (c->sf_nonblock)
-		fcntl(c->sf_sock, F_SETFL, 0);
+	/* At teardown `specific` has closed the socket already: its number
+	 * may be someone else's by now. */
+	if (c->sf_nonblock && (c->sf_installed || !c->uw->tearing_down))
+		fcntl(c->sf_sock, F_SETFL, c->sf_flags);
 	if (c->sf_installed)
 		close(c->sf_sock);
 	c->sf_sock = -1;
@@ -263,7 +279,8 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 		c->body = b;
 		c->body_ptr = b->data + p->offset;
 		c->body_left = p->length;
-		if (b->fd >= 0 && (uw->fl->real_fds || uw->fd_install))
+		if (b->fd >= 0 && p->length > STAT_CACHE_DATA_FILE &&
+		    (uw->fl->real_fds || uw->fd_install))
 			send_head_sf(c);
 		else
 			send_plain(c);
@@ -521,7 +538,9 @@ static void sf_push(struct uconn *c)
 
 	if (!c->sf_nonblock) {
 		/* A full socket must answer EAGAIN, not block the worker. */
-		if (fcntl(c->sf_sock, F_SETFL, O_NONBLOCK) < 0) {
+		c->sf_flags = fcntl(c->sf_sock, F_GETFL);
+		if (c->sf_flags < 0 ||
+		    fcntl(c->sf_sock, F_SETFL, c->sf_flags | O_NONBLOCK) < 0) {
 			sf_fail(c, errno);
 			return;
 		}
