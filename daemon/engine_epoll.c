@@ -651,23 +651,6 @@ static int epoll_probe(const struct orcd_config *cfg, char *why, size_t cap)
 	return 0;
 }
 
-static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
-		     struct file_meta *meta)
-{
-	return stat_cache_lookup(ctx, cfg, relpath, meta);
-}
-
-static int sc_readable(void *ctx, struct orcd_config *cfg, const char *relpath,
-		       struct file_meta *meta)
-{
-	return stat_cache_readable(ctx, cfg, relpath, meta);
-}
-
-static void sc_forget(void *ctx, const char *relpath)
-{
-	stat_cache_forget(ctx, relpath);
-}
-
 static int epoll_run(struct orcd_worker *w)
 {
 	struct ep_worker ew = {.w = w, .core = w->core};
@@ -679,10 +662,10 @@ static int epoll_run(struct orcd_worker *w)
 	ew.core->worker_init(&ew.hw, w, &ep_transport);
 	ew.sc = stat_cache_new(w->cfg, w->stats.stat_cache);
 	if (ew.sc) {
-		ew.hw.lookup.fn = sc_lookup;
+		ew.hw.lookup.fn = stat_cache_lookup_cb;
 		ew.hw.lookup.ctx = ew.sc;
-		ew.hw.lookup.readable = sc_readable;
-		ew.hw.lookup_forget = sc_forget;
+		ew.hw.lookup.readable = stat_cache_readable_cb;
+		ew.hw.lookup_forget = stat_cache_forget_cb;
 	} else {
 		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",
 			w->id);

@@ -447,23 +447,6 @@ static void uring_cleanup(struct uring_worker *uw)
 	slots_destroy(&uw->slots);
 }
 
-static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
-		     struct file_meta *meta)
-{
-	return stat_cache_lookup(ctx, cfg, relpath, meta);
-}
-
-static int sc_readable(void *ctx, struct orcd_config *cfg, const char *relpath,
-		       struct file_meta *meta)
-{
-	return stat_cache_readable(ctx, cfg, relpath, meta);
-}
-
-static void sc_forget(void *ctx, const char *relpath)
-{
-	stat_cache_forget(ctx, relpath);
-}
-
 /* One worker of either engine: fl names slots, hooks are the transport
  * above. Returns when the worker has stopped. */
 int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
@@ -542,10 +525,10 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",
 			w->id);
 	uw->hw.bodies_in_buffer = true;
-	uw->hw.lookup.fn = sc_lookup;
+	uw->hw.lookup.fn = stat_cache_lookup_cb;
 	uw->hw.lookup.ctx = uw->sc;
-	uw->hw.lookup.readable = sc_readable;
-	uw->hw.lookup_forget = sc_forget;
+	uw->hw.lookup.readable = stat_cache_readable_cb;
+	uw->hw.lookup_forget = stat_cache_forget_cb;
 	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
 	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));
 	if (!uw->acc) {

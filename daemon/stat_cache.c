@@ -1036,3 +1036,20 @@ bool stat_cache_active(const struct stat_cache *sc)
 {
 	return sc && sc->usable && sc->ifd >= 0;
 }
+
+int stat_cache_lookup_cb(void *ctx, struct orcd_config *cfg,
+			 const char *relpath, struct file_meta *meta)
+{
+	return stat_cache_lookup(ctx, cfg, relpath, meta);
+}
+
+int stat_cache_readable_cb(void *ctx, struct orcd_config *cfg,
+			   const char *relpath, struct file_meta *meta)
+{
+	return stat_cache_readable(ctx, cfg, relpath, meta);
+}
+
+void stat_cache_forget_cb(void *ctx, const char *relpath)
+{
+	stat_cache_forget(ctx, relpath);
+}

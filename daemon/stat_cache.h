@@ -160,6 +160,15 @@ void stat_cache_flush(struct stat_cache *sc);
  * them wrong; the change's own event would do it at the next sync). */
 void stat_cache_forget(struct stat_cache *sc, const char *relpath);
 
+/* The three above with the cache as a void *ctx: the planner's lookup
+ * (struct respond_lookup's fn and readable) and the core's
+ * lookup_forget, as every engine wires them. */
+int stat_cache_lookup_cb(void *ctx, struct orcd_config *cfg,
+			 const char *relpath, struct file_meta *meta);
+int stat_cache_readable_cb(void *ctx, struct orcd_config *cfg,
+			   const char *relpath, struct file_meta *meta);
+void stat_cache_forget_cb(void *ctx, const char *relpath);
+
 /* Entries held now (directories that only carry a watch included). */
 unsigned stat_cache_entries(const struct stat_cache *sc);
 /* inotify watches held now: one per directory and file looked up (a

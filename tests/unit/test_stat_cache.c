@@ -687,21 +687,10 @@ static void test_no_fd_leaks(void **state)
 	assert_int_equal(count_fds(), fds);
 }
 
-static int sc_lookup(void *ctx, struct orcd_config *cfg, const char *relpath,
-		     struct file_meta *meta)
-{
-	return stat_cache_lookup(ctx, cfg, relpath, meta);
-}
-
-static int sc_readable(void *ctx, struct orcd_config *cfg, const char *relpath,
-		       struct file_meta *meta)
-{
-	return stat_cache_readable(ctx, cfg, relpath, meta);
-}
-
 static int plan_head(struct fixture *fx, const char *target)
 {
-	struct respond_lookup lk = {sc_lookup, fx->sc, sc_readable};
+	struct respond_lookup lk = {stat_cache_lookup_cb, fx->sc,
+				    stat_cache_readable_cb};
 	struct http_limits lim = {8192, 8192, 100};
 	static struct response_plan plan;
 	struct http_request req;
