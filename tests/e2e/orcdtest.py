@@ -548,6 +548,20 @@ def run(server_factory=None):
     return 1 if failed else 0
 
 
+class Server:
+    """An Orcd (the guest's, under daemon-tests) that is always cleaned
+    up: `with Server(**kw) as srv:` in serverless test programs."""
+
+    def __init__(self, **kw):
+        self.srv = Orcd(**kw)
+
+    def __enter__(self):
+        return self.srv
+
+    def __exit__(self, *exc):
+        self.srv.cleanup()
+
+
 def run_serverless():
     """Run every @case with no shared server: each case starts (and
     cleans up) the orcd processes it needs. Same output as run()."""

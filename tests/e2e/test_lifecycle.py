@@ -36,17 +36,7 @@ def run_bin(args, timeout=20):
             p.stderr.decode("utf-8", "replace"))
 
 
-class Server:
-    """An Orcd that is always cleaned up."""
-
-    def __init__(self, **kw):
-        self.srv = orcdtest.Orcd(**kw)
-
-    def __enter__(self):
-        return self.srv
-
-    def __exit__(self, *exc):
-        self.srv.cleanup()
+Server = orcdtest.Server
 
 
 def wait_exit(srv, timeout=30):

@@ -67,15 +67,7 @@ def same_file(pid, fd1, fd2):
     return None if r < 0 else r == 0
 
 
-class Server:
-    def __init__(self, **kw):
-        self.srv = orcdtest.Orcd(**kw)
-
-    def __enter__(self):
-        return self.srv
-
-    def __exit__(self, *exc):
-        self.srv.cleanup()
+Server = orcdtest.Server
 
 
 # ---- the root ----
