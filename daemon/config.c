@@ -630,7 +630,8 @@ struct orcd_config *config_new(void)
 	c->slots = 4096;
 	c->stat_cache = 8192;
 	c->accepts = 16;
-	c->max_connections = 16384;
+	/* 0: unset, CONN_BUDGET_DEFAULT_MAX within what slots hold. */
+	c->max_connections = 0;
 	c->idle_timeout_ms = 60 * SEC;
 	c->header_timeout_ms = 10 * SEC;
 	c->send_timeout_ms = 60 * SEC;

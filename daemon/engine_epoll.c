@@ -36,6 +36,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "conn_budget.h"
 #include "engine.h"
 #include "file_meta.h"
 #include "http1.h"
@@ -186,6 +187,14 @@ static void ep_cancel(struct h1_conn *h)
 
 static void src_release(struct ep_conn *c);
 
+static unsigned conn_cap(const struct ep_worker *ew)
+{
+	struct conn_budget b;
+
+	conn_budget(0, ew->w->cfg->max_connections, &b);
+	return b.cap;
+}
+
 static void ep_close(struct h1_conn *h)
 {
 	struct ep_conn *c = ep_of(h);
@@ -203,7 +212,7 @@ static void ep_close(struct h1_conn *h)
 		c->next->prev = c->prev;
 	ew->n_conns--;
 	free(c);
-	if (!ew->hw.stopping && ew->n_conns < ew->w->cfg->max_connections)
+	if (!ew->hw.stopping && ew->n_conns < conn_cap(ew))
 		accept_set(ew, true);
 	if (ew->hw.stopping && !ew->n_conns)
 		ev_break(ew->loop, EVBREAK_ONE);
@@ -506,19 +515,41 @@ static void conn_on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 	conn_fail_op(c, -ETIMEDOUT);
 }
 
+/*
+ * A client waits (its listener is readable) and max_connections are open:
+ * the oldest idle connections close for it (DESIGN.md 3, Exhaustion), a
+ * batch at a time. Accepting pauses until their closes make room (the
+ * close turns it back on); with none idle it looks again shortly, since a
+ * busy connection may turn idle without closing.
+ */
+static void make_room(struct ep_worker *ew)
+{
+	accept_set(ew, false);
+	if (!ew->hw.n_shedding)
+		ew->core->shed(&ew->hw);
+	ev_timer_start(ew->loop, &ew->accept_retry);
+}
+
 static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 {
 	struct ep_worker *ew = io->data;
+	unsigned cap = conn_cap(ew);
 
 	(void)revents;
 	ew->hw.now = (time_t)ev_now(loop);
-	while (ew->accepting) {
+	if (ew->n_conns >= cap) {
+		/* Full, and the listener is ready: a client waits. */
+		make_room(ew);
+		return;
+	}
+	while (ew->accepting && ew->n_conns < cap) {
 		struct sockaddr_storage peer;
 		socklen_t plen = sizeof(peer);
-		int fd = accept4(io->fd, (struct sockaddr *)&peer, &plen,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd;
 		struct ep_conn *c;
 
+		fd = accept4(io->fd, (struct sockaddr *)&peer, &plen,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE ||
 			    errno == ENOBUFS || errno == ENOMEM) {
@@ -546,8 +577,6 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 			ew->conns->prev = c;
 		ew->conns = c;
 		ew->n_conns++;
-		if (ew->n_conns >= ew->w->cfg->max_connections)
-			accept_set(ew, false);
 		ew->core->accepted(&c->h1, &ew->hw, &peer, plen);
 	}
 }

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn_budget.h"
 #include "log.h"
 #include "mono.h"
 #include "server.h"
@@ -158,12 +159,69 @@ static void accept_arm(struct uacceptor *a)
 	uw->acc_armed++;
 }
 
-/* Keep cfg->accepts accepts in flight while slots beyond the files'
- * reserve are free and nobody waits for one. */
+/* Room for one more accept: below the connection budget, nobody waiting
+ * for a slot, and beyond the files' reserve a free slot for it and one
+ * for the file its connection will ask for (conn_budget.h: a download
+ * counts twice; downloads in flight already hold both of theirs). */
+static bool accept_room(struct uring_worker *uw)
+{
+	struct conn_budget b;
+
+	conn_budget(uw->slots.n, uw->w->cfg->max_connections, &b);
+	return !uw->slots.wait_head &&
+	       slots_available(&uw->slots) > uw->file_reserve + uw->acc_armed &&
+	       uw->n_conns + uw->acc_armed < b.cap;
+}
+
+static void listen_poll_arm(struct uring_worker *uw)
+{
+	for (unsigned i = 0; i < uw->w->n_listen; i++) {
+		struct ulisten *l = &uw->lpoll[i];
+		struct io_uring_sqe *sqe;
+
+		if (l->armed)
+			continue;
+		sqe = uring_sqe(uw, 1);
+		if (!sqe)
+			return;
+		io_uring_prep_poll_add(sqe, l->lfd, POLLIN);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)l);
+		l->armed = true;
+		l->cancel_sent = false;
+		uw->lpoll_armed++;
+	}
+}
+
+static void listen_poll_done(struct ulisten *l, struct uring_worker *uw,
+			     int res)
+{
+	l->armed = false;
+	uw->lpoll_armed--;
+	if (res > 0 && (res & POLLIN) && !uw->acc_armed)
+		uw->client_waiting = true;
+}
+
+/*
+ * No accept can be armed. With none in flight a listener poll watches
+ * for a client in the backlog; when one waits, the oldest idle
+ * connections close to make room (DESIGN.md 3, Exhaustion), a batch at a
+ * time: accepts are armed again once their closes have given the slots
+ * back. (A response waiting for a file slot needs no such help: the
+ * files' reserve keeps chains, which are short, moving.)
+ */
+static void make_room(struct uring_worker *uw)
+{
+	if (uw->acc_armed)
+		uw->client_waiting = false;
+	else if (!uw->client_waiting)
+		listen_poll_arm(uw);
+	if (uw->client_waiting && !uw->hw.n_shedding && uw->hw.n_idle)
+		uw->core->shed(&uw->hw);
+}
+
+/* Keep cfg->accepts accepts in flight while there is room. */
 static void accept_refill(struct uring_worker *uw)
 {
-	unsigned maxc = uw->w->cfg->max_connections;
-
 	if (uw->hw.stopping)
 		return;
 	for (unsigned i = 0; i < uw->n_acc; i++) {
@@ -171,15 +229,15 @@ static void accept_refill(struct uring_worker *uw)
 
 		if (a->armed)
 			continue;
-		if (uw->slots.wait_head ||
-		    slots_available(&uw->slots) <= uw->file_reserve)
-			return;
-		if (maxc && uw->n_conns + uw->acc_armed >= maxc)
-			return;
+		if (!accept_room(uw))
+			break;
 		accept_arm(a);
 		if (!a->armed)
 			return;
+		uw->client_waiting = false;
 	}
+	if (uw->acc_armed < uw->n_acc)
+		make_room(uw);
 }
 
 static void accept_done(struct uacceptor *a, int res)
@@ -231,6 +289,19 @@ static void wake_arm(struct uring_worker *uw)
 	uw->wake.armed = true;
 }
 
+/* Cancel the op in flight for obj (an acceptor, a listener poll): false
+ * when the SQ has no room. */
+static bool cancel_obj(struct uring_worker *uw, void *obj)
+{
+	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+
+	if (!sqe)
+		return false;
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)obj, 0);
+	io_uring_sqe_set_data64(sqe, 0);
+	return true;
+}
+
 static void begin_stop(struct uring_worker *uw)
 {
 	struct io_uring_sqe *sqe;
@@ -239,14 +310,14 @@ static void begin_stop(struct uring_worker *uw)
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		struct uacceptor *a = &uw->acc[i];
 
-		if (!a->armed || a->cancel_sent)
-			continue;
-		sqe = uring_sqe(uw, 1);
-		if (!sqe)
-			break;
-		io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)a, 0);
-		io_uring_sqe_set_data64(sqe, 0);
-		a->cancel_sent = true;
+		if (a->armed && !a->cancel_sent)
+			a->cancel_sent = cancel_obj(uw, a);
+	}
+	for (unsigned i = 0; i < uw->w->n_listen; i++) {
+		struct ulisten *l = &uw->lpoll[i];
+
+		if (l->armed && !l->cancel_sent)
+			l->cancel_sent = cancel_obj(uw, l);
 	}
 	uw->hooks->stop_all(uw);
 	sqe = uring_sqe(uw, 1);
@@ -325,6 +396,9 @@ static void dispatch(struct uring_worker *uw, uint64_t data, int res,
 	case UOP_CONN:
 		uw->hooks->conn_cqe(obj, (enum ustep)step, res, cflags);
 		break;
+	case UOP_LISTEN:
+		listen_poll_done(obj, uw, res);
+		break;
 	}
 }
 
@@ -369,7 +443,8 @@ static int uring_loop(struct uring_worker *uw)
 		accept_refill(uw);
 		if (uw->fatal)
 			return uw->fatal;
-		if (uw->hw.stopping && !uw->n_conns && !uw->acc_armed)
+		if (uw->hw.stopping && !uw->n_conns && !uw->acc_armed &&
+		    !uw->lpoll_armed)
 			return 0;
 		if (uw->hw.drain_expired) {
 			if (!unwind_deadline)
@@ -444,6 +519,7 @@ static void uring_cleanup(struct uring_worker *uw)
 	free(uw->br);
 	free(uw->br_bufs);
 	free(uw->acc);
+	free(uw->lpoll);
 	slots_destroy(&uw->slots);
 }
 
@@ -455,6 +531,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	struct uring_worker *uw =
 		aligned_alloc(URING_ALIGN, (sizeof(*uw) + URING_ALIGN - 1) &
 						   ~(size_t)(URING_ALIGN - 1));
+	struct conn_budget budget;
 	int base, r;
 	unsigned n;
 
@@ -491,8 +568,9 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 		}
 	}
 	/* Files get at least an eighth of the slots: accepted sockets can
-	 * never starve the chains that answer them. */
-	uw->file_reserve = n / 8 ? n / 8 : 1;
+	 * never starve the chains that answer them (conn_budget.h). */
+	conn_budget(n, w->cfg->max_connections, &budget);
+	uw->file_reserve = budget.file_reserve;
 	uw->ring_entries = uring_ring_depth(w->cfg);
 	r = uring_ring_init(&uw->ring, uw->ring_entries);
 	if (r) {
@@ -535,6 +613,18 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 		uring_cleanup(uw);
 		free(uw);
 		return -ENOMEM;
+	}
+	uw->lpoll = aligned_alloc(URING_ALIGN,
+				  ORCD_MAX_LISTEN * sizeof(*uw->lpoll));
+	if (!uw->lpoll) {
+		uring_cleanup(uw);
+		free(uw);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < ORCD_MAX_LISTEN; i++) {
+		memset(&uw->lpoll[i], 0, sizeof(uw->lpoll[i]));
+		uw->lpoll[i].kind = UOP_LISTEN;
+		uw->lpoll[i].lfd = i < w->n_listen ? w->listen_fds[i] : -1;
 	}
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		memset(&uw->acc[i], 0, sizeof(uw->acc[i]));

@@ -140,12 +140,89 @@ static void rbuf(struct h1_conn *c, char **buf, size_t *cap)
 	*cap = c->in_cap - c->in_len;
 }
 
+/* ---- idle connections, oldest first ---- */
+
+static void idle_enter(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+
+	if (c->idle)
+		return;
+	c->idle = true;
+	c->idle_prev = NULL;
+	c->idle_next = hw->idle_new;
+	if (hw->idle_new)
+		hw->idle_new->idle_prev = c;
+	else
+		hw->idle_old = c;
+	hw->idle_new = c;
+	hw->n_idle++;
+}
+
+static void idle_leave(struct h1_conn *c)
+{
+	struct h1_worker *hw = c->hw;
+
+	if (!c->idle)
+		return;
+	c->idle = false;
+	if (c->idle_prev)
+		c->idle_prev->idle_next = c->idle_next;
+	else
+		hw->idle_new = c->idle_next;
+	if (c->idle_next)
+		c->idle_next->idle_prev = c->idle_prev;
+	else
+		hw->idle_old = c->idle_prev;
+	c->idle_prev = c->idle_next = NULL;
+	hw->n_idle--;
+}
+
+/* Its recv came back: bytes (a request raced the close: answer it) or
+ * the cancel. Either way it no longer counts as being shed. */
+static void shed_done(struct h1_conn *c)
+{
+	if (!c->shed)
+		return;
+	c->shed = false;
+	c->hw->n_shedding--;
+}
+
+static unsigned shed(struct h1_worker *hw)
+{
+	unsigned n = hw->n_idle / 8, i;
+	int64_t now = mono_ms();
+
+	if (n > 32)
+		n = 32;
+	if (!n && hw->n_idle)
+		n = 1;
+	if (n && now - hw->shed_said_ms >= 1000) {
+		hw->shed_said_ms = now;
+		log_msg(LOG_WARNING,
+			"worker %u: no room for new connections: closing the "
+			"oldest idle ones",
+			hw->w->id);
+	}
+	for (i = 0; i < n && hw->idle_old; i++) {
+		struct h1_conn *c = hw->idle_old;
+
+		idle_leave(c);
+		c->shed = true;
+		hw->n_shedding++;
+		hw->tp->cancel(c);
+	}
+	return i;
+}
+
 /* ---- the end of a connection ---- */
 
 static void release(struct h1_conn *c)
 {
 	struct h1_worker *hw = c->hw;
 
+	idle_leave(c);
+	shed_done(c);
 	if (c->resp)
 		resp_put(hw, c->resp);
 	c->resp = NULL;
@@ -206,8 +283,10 @@ static void read_more(struct h1_conn *c)
 		conn_close(c, true);
 		return;
 	}
-	if (!c->in_len)
+	if (!c->in_len) {
 		in_put(c);
+		idle_enter(c);
+	}
 	c->state = H1_READING;
 	hw->tp->recv(c, c->in_len ? c->hdr_deadline :
 				    mono_ms() + hw->w->cfg->idle_timeout_ms);
@@ -318,6 +397,10 @@ static void received(struct h1_conn *c, int res)
 {
 	struct h1_worker *hw = c->hw;
 
+	idle_leave(c);
+	if (c->shed && res <= 0)
+		STAT_INC(hw->w, idle_closed);
+	shed_done(c);
 	if (res > 0) {
 		if (!c->in_len)
 			c->hdr_deadline =
@@ -497,4 +580,5 @@ const struct h1_core h1_core = {
 	.lingered = lingered,
 	.stop = stop,
 	.discard = discard,
+	.shed = shed,
 };

@@ -91,9 +91,16 @@ struct h1_worker {
 	 * the head (io_uring chains): the buffer then holds buffer_size,
 	 * else only a head. */
 	bool bodies_in_buffer;
-	bool stopping;	    /* stop accepting, finish what is in flight */
-	bool drain_expired; /* stop's bound passed: abort everything */
-	time_t now;	    /* wall clock for Date and the log, per batch */
+	/* Connections waiting for a request with nothing buffered (keep-
+	 * alive, or not one request yet), newest first: what shed() closes,
+	 * oldest first, when the engine has no room for a new client. */
+	struct h1_conn *idle_new, *idle_old;
+	unsigned n_idle;
+	unsigned n_shedding;  /* shed, not released yet */
+	int64_t shed_said_ms; /* when the last "no room" warning went out */
+	bool stopping;	      /* stop accepting, finish what is in flight */
+	bool drain_expired;   /* stop's bound passed: abort everything */
+	time_t now;	      /* wall clock for Date and the log, per batch */
 	/* Pools of request and response buffers (capped). */
 	char *free_ins;
 	struct h1_resp *free_resps;
@@ -112,7 +119,10 @@ struct h1_conn {
 	uint8_t state;
 	bool fresh;    /* no request yet on this connection */
 	bool have_req; /* req holds the request being answered */
-	char *in;      /* request bytes (NULL while none are buffered) */
+	bool idle;     /* on hw's idle list */
+	bool shed;     /* shed() closes it: its recv was cancelled */
+	struct h1_conn *idle_prev, *idle_next; /* toward newer, older */
+	char *in; /* request bytes (NULL while none are buffered) */
 	size_t in_len, in_cap;
 	struct http_request req;
 	struct h1_resp *resp;	 /* the response being sent */
@@ -143,6 +153,16 @@ struct h1_core {
 	/* Teardown with nothing in flight: release the core's part, no
 	 * I/O, no log. */
 	void (*discard)(struct h1_conn *c);
+	/* The engine has no room for a waiting client (max_connections
+	 * reached, or slots short): close the oldest idle connections, as
+	 * nginx drains its reusable ones (an eighth of them, 1..32). Only a
+	 * connection waiting for a request with no byte of one buffered is
+	 * idle: nothing in progress is ever cut, and one whose request
+	 * races the close is answered instead. Each goes as at its idle
+	 * timeout: its recv is cancelled, then the socket closes (a FIN:
+	 * nothing unread). Returns how many began to close; their closes
+	 * complete through the transport as usual. */
+	unsigned (*shed)(struct h1_worker *hw);
 };
 
 extern const struct h1_core h1_core;

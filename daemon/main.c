@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "conn_budget.h"
 #include "server.h"
 
 int main(int argc, char **argv)
@@ -30,6 +31,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (o.check_config) {
+		struct conn_budget b;
+		char line[256];
+
+		/* Where the engine may use slots, say what the server would
+		 * say at start-up: a warning, not an error (it serves, with
+		 * fewer connections). */
+		conn_budget(cfg->slots, cfg->max_connections, &b);
+		if (cfg->engine != ORCD_ENGINE_EPOLL && b.capped) {
+			conn_budget_describe(&b, cfg->slots,
+					     cfg->max_connections, line,
+					     sizeof(line));
+			fprintf(stderr, "orcd: warning: %s\n", line);
+		}
 		printf("orcd: configuration %s is valid\n",
 		       cfg->source ? cfg->source : "(defaults)");
 		config_free(cfg);

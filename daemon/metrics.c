@@ -91,6 +91,9 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	       "Connections accepted.", &t->conns_accepted);
 	metric(&o, "connections_open", "gauge", "Connections open now.",
 	       &t->conns_open);
+	metric(&o, "idle_closed_total", "counter",
+	       "Idle keep-alive connections closed to make room for new ones.",
+	       &t->idle_closed);
 	metric(&o, "chains_submitted_total", "counter",
 	       "Linked io_uring chains submitted.", &t->chains_submitted);
 	metric(&o, "chains_completed_total", "counter",

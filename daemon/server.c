@@ -25,6 +25,7 @@
 
 #include "affinity.h"
 #include "cli.h"
+#include "conn_budget.h"
 #include "engine.h"
 #include "listen.h"
 #include "log.h"
@@ -593,6 +594,24 @@ static bool same_listeners(const struct orcd_config *a,
 	return true;
 }
 
+/* max_connections beyond what the slots hold (io_uring engines): one
+ * line at start-up and at each reload that keeps it so (conn_budget.h). */
+static void say_budget(const struct orcd_server *s,
+		       const struct orcd_config *cfg)
+{
+	struct conn_budget b;
+	char line[256];
+
+	if (s->engine->kind == ORCD_ENGINE_EPOLL)
+		return;
+	conn_budget(cfg->slots, cfg->max_connections, &b);
+	if (b.capped) {
+		conn_budget_describe(&b, cfg->slots, cfg->max_connections,
+				     line, sizeof(line));
+		log_msg(LOG_WARNING, "%s", line);
+	}
+}
+
 /* ready: READY=1 was sent at start-up (else it waits for the workers). */
 static void reload(struct orcd_server *s, const struct cli_opts *o,
 		   bool ready)
@@ -638,6 +657,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 	pthread_mutex_unlock(&s->cfg_lock);
 	config_put(old);
 	wake_workers(s);
+	say_budget(s, c);
 	log_msg(LOG_NOTICE, "configuration reloaded");
 	if (ready)
 		sd_notify(0, "READY=1");
@@ -1027,6 +1047,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		log_msg(LOG_ERR, "engine %s: %s", s.engine->name, err);
 		goto out;
 	}
+	say_budget(&s, cfg);
 	if (metrics_fd >= 0 &&
 	    !(m = metrics_new(metrics_fd, s.engine->name, metrics_snapshot,
 			      &s))) {

@@ -24,6 +24,7 @@ struct h1_core;
 struct orcd_stats {
 	_Atomic uint64_t conns_accepted;
 	_Atomic uint64_t conns_open;
+	_Atomic uint64_t idle_closed; /* closed by h1 shed() to make room */
 	_Atomic uint64_t requests;
 	_Atomic uint64_t status_class[6]; /* [2] = 2xx ... [5] = 5xx */
 	_Atomic uint64_t bytes_sent;

@@ -61,6 +61,7 @@ enum uop_kind {
 	UOP_WAKE,
 	UOP_CONN,
 	UOP_TIMER,
+	UOP_LISTEN,
 };
 
 /* What a connection's CQE was for. */
@@ -186,6 +187,15 @@ struct uacceptor {
 	struct sockaddr_storage addr;
 } __attribute__((aligned(URING_ALIGN)));
 
+/* With no room for another connection: a poll on a listener, so that a
+ * client waiting in its backlog makes idle connections close for it. */
+struct ulisten {
+	uint8_t kind; /* UOP_LISTEN */
+	bool armed;
+	bool cancel_sent;
+	int lfd;
+} __attribute__((aligned(URING_ALIGN)));
+
 struct uticker {
 	uint8_t kind; /* UOP_WAKE or UOP_TIMER */
 	bool armed;
@@ -223,6 +233,9 @@ struct uring_worker {
 	struct uacceptor *acc;
 	unsigned n_acc; /* acceptors (cfg->accepts x listeners) */
 	unsigned acc_armed;
+	struct ulisten *lpoll; /* one per listener */
+	unsigned lpoll_armed;
+	bool client_waiting; /* a listener poll fired while no room */
 	struct uticker wake, drain;
 	struct uconn *conns; /* live connections */
 	unsigned n_conns;

@@ -138,8 +138,12 @@ static void ur_cancel(struct h1_conn *h)
 	if (c->state != CS_RECV || c->cancel_sent || !c->pending)
 		return;
 	sqe = uring_sqe(uw, 1);
-	if (!sqe)
+	if (!sqe) {
+		/* No SQ room: the timer cancels it next turn instead (it
+		 * then ends as a timeout, which closes the same way). */
+		tw_arm(&uw->tw, &c->timer, uw->now_ms);
 		return;
+	}
 	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)c | ST_RECV, 0);
 	uring_track(c, sqe, ST_CANCEL, 0);
 	c->cancel_sent = true;

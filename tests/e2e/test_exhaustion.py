@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Exhaustion (DESIGN.md 3): when max_connections are open, or the slots
+run short, the oldest idle keep-alive connections close so that a new
+client is served; a connection with a request or a response in progress
+is never one of them. max_connections means what it says, and a value the
+slots cannot hold is said at start-up in one line."""
+
+import os
+import select
+import socket
+import subprocess
+import sys
+
+import orcdtest
+from orcdtest import Server, build_request, check, eq, wait_until
+
+# How long a client may wait for its response: generous, since the point
+# is that it is served at all (before the fix it waited for the idle
+# timeout, 60 s).
+DEADLINE = 10.0
+BIG = 32 << 20  # more than loopback's socket buffers hold
+
+
+def metrics_conf():
+    port = orcdtest.free_port()
+    return port, "metrics on;\nmetrics_listen 127.0.0.1:%d;\n" % port
+
+
+def metric(port, name):
+    with orcdtest.Conn(("127.0.0.1", port), timeout=5) as c:
+        c.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n")
+        body = c.read_response().body.decode()
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise orcdtest.TestFailure("no %s in the metrics page" % name)
+
+
+def served(srv, path="/hello.txt", what="a new client"):
+    """A keep-alive client that got its response: left open, idle."""
+    c = srv.conn(timeout=DEADLINE)
+    try:
+        c.send(build_request("GET", path))
+        r = c.read_response()
+    except socket.timeout:
+        c.close()
+        raise orcdtest.TestFailure("%s got no response within %.0f s"
+                                   % (what, DEADLINE))
+    check(r is not None and r.status == 200, "%s: %r" % (what, r))
+    return c
+
+
+def eof(c):
+    """The server closed this (idle) connection: EOF or reset is waiting,
+    without blocking and without taking any byte."""
+    r, _, _ = select.select([c.sock], [], [], 0)
+    if not r:
+        return False
+    try:
+        return c.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except ConnectionResetError:
+        return True
+    except BlockingIOError:
+        return False
+
+
+def write_big(srv):
+    block = bytes((i * 13) & 0xFF for i in range(1 << 16))
+    with open(srv.path("large.bin"), "wb") as f:
+        for _ in range(BIG // len(block)):
+            f.write(block)
+
+
+def stalled_download(srv, path="/large.bin"):
+    """A client that asked for a large file and does not read: its
+    response is in progress for as long as the test wants."""
+    d = srv.conn(timeout=DEADLINE, rcvbuf=4096)
+    d.send(build_request("GET", path))
+    wait_until(lambda: select.select([d.sock], [], [], 0)[0], DEADLINE,
+               "the download to start")
+    return d
+
+
+def finish_download(d, what):
+    r = d.read_response()
+    check(r is not None and r.status == 200, "%s: %r" % (what, r))
+    eq(len(r.body), BIG, "%s: body length" % what)
+
+
+@orcdtest.case
+def oldest_idle_close_first():
+    port, mconf = metrics_conf()
+    with Server(conf="slots 128;\nmax_connections 100;\n" + mconf) as srv:
+        srv.start()
+        clients = []
+        try:
+            # max_connections 100 means 100: all served, none closed.
+            for i in range(100):
+                clients.append(served(srv, what="client %d" % i))
+            check(not any(eof(c) for c in clients),
+                  "an idle connection closed below max_connections")
+            eq(metric(port, "orcd_idle_closed_total"), 0,
+               "idle closed below max_connections")
+            # Twice as many: each newcomer is served, idle ones make room.
+            for i in range(100, 201):
+                clients.append(served(srv, what="client %d" % i))
+            closed = wait_until(
+                lambda: [i for i, c in enumerate(clients) if eof(c)]
+                if metric(port, "orcd_idle_closed_total") ==
+                sum(eof(c) for c in clients) else None,
+                DEADLINE, "the closes and the counter to agree")
+            check(len(closed) >= 101, "only %d closed" % len(closed))
+            # Oldest first: every closed one is older than every open one.
+            eq(closed, list(range(len(closed))), "closed connections")
+            # The survivors are still served on their connection.
+            c = clients[-1]
+            c.send(build_request("GET", "/hello.txt"))
+            eq(c.read_response().status, 200, "newest connection reused")
+        finally:
+            for c in clients:
+                c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def busy_never_closed():
+    with Server(conf="slots 64;\nmax_connections 4;\n"
+                "header_timeout 60s;\n") as srv:
+        write_big(srv)
+        srv.start()
+        # The two oldest are busy: one in the middle of a response it
+        # does not read, one in the middle of its request head.
+        d = stalled_download(srv)
+        p = srv.conn(timeout=DEADLINE)
+        p.send(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n")
+        idle = [served(srv, what="idle %d" % i) for i in range(2)]
+        try:
+            for i in range(6):
+                idle.append(served(srv, what="newcomer %d" % i))
+                check(not eof(p), "the connection mid-request was closed")
+            check(all(eof(c) for c in idle[:2]),
+                  "the oldest idle connections are still open")
+            p.send(b"\r\n")
+            r = p.read_response()
+            check(r is not None and r.body == b"hello, world\n",
+                  "the request completed after the newcomers: %r" % r)
+            finish_download(d, "the stalled download")
+        finally:
+            for c in [d, p] + idle:
+                c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def short_slots_close_idle():
+    # Slots run short before max_connections does: three cold downloads
+    # hold two slots each (socket and file), idle connections the rest.
+    if orcdtest.ENGINE == "epoll":
+        raise orcdtest.Skip("epoll has no slots")
+    with Server(conf="slots 16;\nstat_cache 0;\n") as srv:
+        write_big(srv)
+        srv.start()
+        downloads = [stalled_download(srv) for _ in range(3)]
+        idle = []
+        try:
+            # 16 slots keep 2 for files: with 3 files open, 11 sockets.
+            for i in range(12):
+                idle.append(served(srv, what="client %d" % i))
+            check(eof(idle[0]), "the oldest idle connection is still open")
+            for i, d in enumerate(downloads):
+                finish_download(d, "download %d" % i)
+        finally:
+            for c in downloads + idle:
+                c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
+BUDGET_LINE = "max_connections 1000 does not fit slots 128"
+
+
+@orcdtest.case
+def contradiction_said_once():
+    with Server(conf="slots 128;\nmax_connections 1000;\n") as srv:
+        srv.start()
+        lines = [l for l in srv.stderr_text().splitlines()
+                 if "does not fit slots" in l]
+        if orcdtest.ENGINE == "epoll":
+            eq(lines, [], "epoll has no slots to contradict")
+        else:
+            eq(len(lines), 1, "lines about the budget: %r" % lines)
+            check(BUDGET_LINE in lines[0] and
+                  "at most 112 connections per worker" in lines[0],
+                  "budget line: %r" % lines[0])
+        # --check-config says the same where the engine may use slots.
+        chk = subprocess.run([orcdtest.BIN, "-c", srv.conf_path,
+                              "--check-config"], capture_output=True,
+                             text=True, timeout=30)
+        eq(chk.returncode, 0, "--check-config exit status")
+        eq(BUDGET_LINE in chk.stderr, orcdtest.ENGINE != "epoll",
+           "--check-config warning (stderr %r)" % chk.stderr)
+        srv.stop()
+    # The default max_connections within small slots is no contradiction.
+    with Server(conf="slots 128;\n") as srv:
+        srv.start()
+        check("does not fit" not in srv.stderr_text(),
+              "a line for the default: %s" % srv.stderr_text())
+        srv.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run_serverless())
