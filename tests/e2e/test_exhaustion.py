@@ -7,6 +7,7 @@ slots cannot hold is said at start-up in one line."""
 
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -202,11 +203,18 @@ def contradiction_said_once():
         eq(BUDGET_LINE in chk.stderr, orcdtest.ENGINE != "epoll",
            "--check-config warning (stderr %r)" % chk.stderr)
         srv.stop()
-    # The default max_connections within small slots is no contradiction.
+    # The default max_connections within small slots is no contradiction;
+    # a reload that sets one beyond them says so (it applies on reload).
     with Server(conf="slots 128;\n") as srv:
         srv.start()
         check("does not fit" not in srv.stderr_text(),
               "a line for the default: %s" % srv.stderr_text())
+        srv.write_conf("slots 128;\nmax_connections 1000;\n")
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: "configuration reloaded" in srv.stderr_text(),
+                   DEADLINE, "the reload")
+        eq(srv.stderr_text().count(BUDGET_LINE),
+           0 if orcdtest.ENGINE == "epoll" else 1, "lines after the reload")
         srv.stop()
 
 
