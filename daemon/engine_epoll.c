@@ -516,11 +516,12 @@ static void conn_on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 /*
- * A client waits (its listener is readable) and max_connections are open:
- * the oldest idle connections close for it (DESIGN.md 3, Exhaustion), a
- * batch at a time. Accepting pauses until their closes make room (the
- * close turns it back on); with none idle it looks again shortly, since a
- * busy connection may turn idle without closing.
+ * A client waits (its listener is readable) and max_connections are open,
+ * or descriptors ran out (EMFILE): the oldest idle connections close for
+ * it (DESIGN.md 3, Exhaustion), a batch at a time. Accepting pauses until
+ * their closes make room (the close turns it back on); with none idle it
+ * looks again shortly, since a busy connection may turn idle without
+ * closing.
  */
 static void make_room(struct ep_worker *ew)
 {
@@ -554,11 +555,12 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 			if (errno == EMFILE || errno == ENFILE ||
 			    errno == ENOBUFS || errno == ENOMEM) {
 				/* Out of descriptors: back off instead of
-				 * spinning on a listener that stays ready. */
+				 * spinning on a listener that stays ready,
+				 * and let idle connections go first, as at
+				 * max_connections. */
 				log_msg(LOG_WARNING, "accept: %s; pausing",
 					strerror(errno));
-				accept_set(ew, false);
-				ev_timer_start(loop, &ew->accept_retry);
+				make_room(ew);
 			}
 			return;
 		}

@@ -5,7 +5,7 @@ client is served; a connection with a request or a response in progress
 is never one of them. max_connections means what it says, and a value the
 slots cannot hold is said at start-up in one line."""
 
-import os
+import resource
 import select
 import signal
 import socket
@@ -174,6 +174,36 @@ def short_slots_close_idle():
                 finish_download(d, "download %d" % i)
         finally:
             for c in downloads + idle:
+                c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def short_fds_close_idle():
+    # epoll's sockets are fds: when the open-file limit runs out before
+    # max_connections, idle connections go first too. (The io_uring
+    # engines' sockets are slots, and direct raises the limit.)
+    if orcdtest.ENGINE != "epoll":
+        raise orcdtest.Skip("sockets are slots on %s" % orcdtest.ENGINE)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with Server() as srv:
+        # orcd inherits the limit at its fork; this process keeps its own.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+        try:
+            srv.start()
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        clients = []
+        try:
+            for i in range(80):
+                clients.append(served(srv, what="client %d" % i))
+            closed = [i for i, c in enumerate(clients) if eof(c)]
+            check(len(closed) >= 80 + srv.fd_baseline - 64,
+                  "only %d closed" % len(closed))
+            eq(closed, list(range(len(closed))), "closed connections")
+        finally:
+            for c in clients:
                 c.close()
         srv.assert_fds_back()
         srv.stop()
