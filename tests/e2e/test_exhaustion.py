@@ -65,6 +65,14 @@ def eof(c):
         return False
 
 
+def stalls(srv):
+    """A download can stay in progress only where nothing between the
+    client and orcd buffers what the client leaves unread."""
+    if srv.forwarded:
+        raise orcdtest.Skip("QEMU's forwarder reads what a stalled client "
+                            "leaves: no download stays in progress")
+
+
 def write_big(srv):
     block = bytes((i * 13) & 0xFF for i in range(1 << 16))
     with open(srv.path("large.bin"), "wb") as f:
@@ -128,6 +136,7 @@ def oldest_idle_close_first():
 def busy_never_closed():
     with Server(conf="slots 64;\nmax_connections 4;\n"
                 "header_timeout 60s;\n") as srv:
+        stalls(srv)
         write_big(srv)
         srv.start()
         # The two oldest are busy: one in the middle of a response it
@@ -161,6 +170,7 @@ def short_slots_close_idle():
     if orcdtest.ENGINE == "epoll":
         raise orcdtest.Skip("epoll has no slots")
     with Server(conf="slots 16;\nstat_cache 0;\n") as srv:
+        stalls(srv)
         write_big(srv)
         srv.start()
         downloads = [stalled_download(srv) for _ in range(3)]
@@ -188,6 +198,8 @@ def short_fds_close_idle():
         raise orcdtest.Skip("sockets are slots on %s" % orcdtest.ENGINE)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with Server() as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
         # orcd inherits the limit at its fork; this process keeps its own.
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
         try:
