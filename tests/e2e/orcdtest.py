@@ -160,7 +160,9 @@ class Conn:
         self.buf += chunk
         return True
 
-    def read_response(self, head_request=False):
+    def read_head(self):
+        """The next response's head, its body left unread; None when the
+        server closed before sending a byte of it."""
         while b"\r\n\r\n" not in self.buf:
             if not self._fill():
                 if not self.buf:
@@ -178,8 +180,13 @@ class Conn:
         for line in lines[1:]:
             k, _, v = line.partition(":")
             headers.append((k.strip().lower(), v.strip()))
-        r = Response(int(parts[1]), parts[2] if len(parts) > 2 else "",
-                     parts[0], headers, b"")
+        return Response(int(parts[1]), parts[2] if len(parts) > 2 else "",
+                        parts[0], headers, b"")
+
+    def read_response(self, head_request=False):
+        r = self.read_head()
+        if r is None:
+            return None
         cl = r.header("content-length")
         if head_request or r.status in (204, 304) or 100 <= r.status < 200:
             return r
