@@ -596,6 +596,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	 * file-table lookup per call (5.18+; older kernels keep the fd). */
 	(void)io_uring_register_ring_fd(&uw->ring);
 	uring_br_setup(uw);
+	uw->hw.in_min = uw->br ? uw->br_size : 0;
 	uw->fd_install = fl == &uring_flavor_direct &&
 			 uring_has_fd_install(&uw->ring);
 	uw->sc = stat_cache_new(w->cfg, w->stats.stat_cache);

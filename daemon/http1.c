@@ -90,6 +90,8 @@ static bool in_get(struct h1_conn *c)
 	struct h1_worker *hw = c->hw;
 	size_t cap = hw->w->cfg->max_header_bytes;
 
+	if (cap < hw->in_min)
+		cap = hw->in_min;
 	if (c->in)
 		return true;
 	while (hw->free_ins) {

@@ -98,6 +98,11 @@ struct h1_worker {
 	unsigned n_idle;
 	unsigned n_shedding;  /* shed, not released yet */
 	int64_t shed_said_ms; /* when the last "no room" warning went out */
+	/* A recv may hand over this many bytes at once (a provided buffer
+	 * sized for the max_header_bytes the worker started with): request
+	 * buffers are never smaller, whatever a reload set the limit to;
+	 * the parser enforces the limit itself (431). */
+	size_t in_min;
 	bool stopping;	      /* stop accepting, finish what is in flight */
 	bool drain_expired;   /* stop's bound passed: abort everything */
 	time_t now;	      /* wall clock for Date and the log, per batch */

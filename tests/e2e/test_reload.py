@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""What a SIGHUP reload applies and what it cannot: one warning line per
+changed directive that only a restart applies (and none for the others),
+and a lowered max_header_bytes enforced with a 431 even though the
+io_uring engines' provided buffers keep the size they started with.
+Each case starts its own orcd."""
+
+import re
+import signal
+import sys
+
+import orcdtest
+from orcdtest import build_request, check, eq, wait_until
+
+HELLO = b"hello, world\n"
+Server = orcdtest.Server
+
+
+def reload(srv, extra):
+    """Rewrite the config with `extra` and SIGHUP; wait for the reload."""
+    n = srv.stderr_text().count("configuration reloaded")
+    srv.write_conf(extra)  # complete before the signal is sent
+    srv.signal(signal.SIGHUP)
+    wait_until(lambda: srv.stderr_text().count("configuration reloaded")
+               > n, 10, "the reload to be logged")
+
+
+def warnings(srv):
+    return re.findall(r"reload: (\S+) (.*) -> (.*) needs a restart; "
+                      r"keeping (.*)", srv.stderr_text())
+
+
+@orcdtest.case
+def restart_only_directives_warn_once_each():
+    start = "slots 256;\naccepts 4;\nmetrics_path /m;\n"
+    with Server(conf=start) as srv:
+        srv.start()
+        other = "epoll" if srv.engine != "epoll" else "direct"
+        changed = {
+            "slots": ("256", "512"),
+            "accepts": ("4", "8"),
+            "threads": ("1", "2"),
+            "engine": (srv.engine, other),
+            "worker_cpu_affinity": ("off", "auto"),
+            "metrics": ("off", "on"),
+            "metrics_listen": ("127.0.0.1:9180", "127.0.0.1:9181"),
+            "user": ("(unset)", "nobody"),
+            "group": ("(unset)", "nogroup"),
+        }
+        # write_conf puts threads, engine and access_log first; the last
+        # value of a directive wins.
+        extra = "".join("%s %s;\n" % (k, v[1]) for k, v in changed.items())
+        # Directives a reload applies: no warning for them.
+        extra += "max_connections 100;\nsend_timeout 5s;\nmetrics_path /n;\n"
+        extra += "access_log %s;\n" % (srv.access_log + ".2")
+        changed["access_log"] = (srv.access_log, srv.access_log + ".2")
+        reload(srv, extra)
+        got = {w[0]: (w[1], w[2]) for w in warnings(srv)}
+        eq(len(warnings(srv)), len(changed),
+           "one line per changed directive: %r" % warnings(srv))
+        eq(got, changed, "the warnings")
+        for w in warnings(srv):
+            eq(w[3], w[1], "keeping the running value")
+        eq(srv.get("/hello.txt").body, HELLO, "served after the reload")
+        # The same file again: nothing changed since, so nothing to say.
+        reload(srv, extra)
+        eq(len(warnings(srv)), len(changed), "second reload warned again")
+        srv.stop()
+
+
+@orcdtest.case
+def lowered_max_header_bytes_answers_431():
+    with Server() as srv:
+        srv.start()
+        # A head of 2000 bytes: under the start-up limit (16k) and the
+        # provided-buffer size (4k), over the reloaded limit.
+        pad = "x" * 1900
+        req = build_request("GET", "/hello.txt", {"X-Pad": pad})
+        eq(srv.raw(req).status, 200, "2000-byte head before the reload")
+        reload(srv, "max_request_line 512;\nmax_header_bytes 1k;\n")
+        for _ in range(3):
+            with srv.conn() as c:
+                c.send(req)
+                r = c.read_response()
+                check(r is not None, "connection closed without an answer")
+                eq(r.status, 431, "2000-byte head over a 1k limit")
+        small = build_request("GET", "/hello.txt", {"X-Pad": "x" * 500})
+        eq(srv.raw(small).body, HELLO, "a head under the new limit")
+        srv.assert_fds_back()
+        srv.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run_serverless())
