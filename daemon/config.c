@@ -284,11 +284,19 @@ struct directive;
 typedef int set_fn(struct orcd_config *c, const struct directive *d,
 		   const char *v, bool replace, char *why, size_t cap);
 
+/* The value as a reload warning shows it: "256", "10s", "off". */
+typedef void fmt_fn(const struct orcd_config *c, const struct directive *d,
+		    char *buf, size_t cap);
+
 struct directive {
 	const char *name;
 	set_fn *set;
 	size_t off; /* of the field in struct orcd_config, where one applies */
 	unsigned long long min, max;
+	/* When a change takes effect; every row says (0 is no value, and a
+	 * unit test holds every directive to having one). */
+	enum config_apply apply;
+	fmt_fn *fmt; /* required unless apply is CONFIG_ON_RELOAD */
 };
 
 #define FIELD(f)      offsetof(struct orcd_config, f)
@@ -537,33 +545,94 @@ static int set_metrics_listen(struct orcd_config *c, const struct directive *d,
 	return parse_listen(v, &c->metrics_listen, why, cap);
 }
 
+/* Formats of the values that a reload may have to refuse. */
+static void fmt_uint(const struct orcd_config *c, const struct directive *d,
+		     char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%u", *UINT_AT(c, d));
+}
+
+static void fmt_str(const struct orcd_config *c, const struct directive *d,
+		    char *buf, size_t cap)
+{
+	const char *v = *STR_AT(c, d);
+
+	snprintf(buf, cap, "%s", v ? show(v).s : "(unset)");
+}
+
+static void fmt_switch(const struct orcd_config *c, const struct directive *d,
+		       char *buf, size_t cap)
+{
+	bool on = *(const bool *)(const void *)((const char *)c + d->off);
+
+	snprintf(buf, cap, "%s", on ? "on" : "off");
+}
+
+static void fmt_affinity(const struct orcd_config *c,
+			 const struct directive *d, char *buf, size_t cap)
+{
+	(void)d;
+	snprintf(buf, cap, "%s", c->cpu_affinity ? "auto" : "off");
+}
+
+static void fmt_engine(const struct orcd_config *c, const struct directive *d,
+		       char *buf, size_t cap)
+{
+	(void)d;
+	snprintf(buf, cap, "%s", config_engine_name(c->engine));
+}
+
+static void fmt_listen(const struct orcd_config *c, const struct directive *d,
+		       char *buf, size_t cap)
+{
+	const struct orcd_listen *l =
+		(const void *)((const char *)c + d->off);
+
+	snprintf(buf, cap, "%s", l->text);
+}
+
+#define RELOAD	    CONFIG_ON_RELOAD, NULL
+#define NEW_WORKERS CONFIG_ON_NEW_WORKERS
+#define RESTART	    CONFIG_ON_RESTART
+
 static const struct directive directives[] = {
-	{"listen", set_listen, 0, 0, 0},
-	{"root", set_string, FIELD(root), 0, 0},
-	{"index", set_index, FIELD(index), 0, 0},
-	{"engine", set_engine, 0, 0, 0},
-	{"threads", set_uint, FIELD(threads), 0, 256},
-	{"worker_cpu_affinity", set_cpu_affinity, 0, 0, 0},
-	{"slots", set_uint, FIELD(slots), 16, 1048576},
-	{"stat_cache", set_uint, FIELD(stat_cache), 0, 1048576},
-	{"accepts", set_uint, FIELD(accepts), 1, 1024},
-	{"max_connections", set_uint, FIELD(max_connections), 1, 1048576},
-	{"idle_timeout", set_duration, FIELD(idle_timeout_ms), 1, 24 * HOUR},
+	/* listen: a reload applies it (server.c starts new workers). */
+	{"listen", set_listen, 0, 0, 0, RELOAD},
+	{"root", set_string, FIELD(root), 0, 0, RELOAD},
+	{"index", set_index, FIELD(index), 0, 0, RELOAD},
+	{"engine", set_engine, FIELD(engine), 0, 0, RESTART, fmt_engine},
+	{"threads", set_uint, FIELD(threads), 0, 256, RESTART, fmt_uint},
+	{"worker_cpu_affinity", set_cpu_affinity, FIELD(cpu_affinity), 0, 0,
+	 RESTART, fmt_affinity},
+	{"slots", set_uint, FIELD(slots), 16, 1048576, NEW_WORKERS, fmt_uint},
+	{"stat_cache", set_uint, FIELD(stat_cache), 0, 1048576, RELOAD},
+	{"accepts", set_uint, FIELD(accepts), 1, 1024, NEW_WORKERS, fmt_uint},
+	{"max_connections", set_uint, FIELD(max_connections), 1, 1048576,
+	 RELOAD},
+	{"idle_timeout", set_duration, FIELD(idle_timeout_ms), 1, 24 * HOUR,
+	 RELOAD},
 	{"header_timeout", set_duration, FIELD(header_timeout_ms), 1,
-	 24 * HOUR},
-	{"send_timeout", set_duration, FIELD(send_timeout_ms), 1, 24 * HOUR},
-	{"max_request_line", set_size, FIELD(max_request_line), 64, 16 * MIB},
-	{"max_header_bytes", set_size, FIELD(max_header_bytes), 256, 16 * MIB},
-	{"max_headers", set_uint, FIELD(max_headers), 1, 65536},
-	{"buffer_size", set_size, FIELD(buffer_size), 4 * KIB, 16 * MIB},
-	{"access_log", set_access_log, FIELD(access_log), 0, 0},
-	{"user", set_string, FIELD(user), 0, 0},
-	{"group", set_string, FIELD(group), 0, 0},
-	{"mime_types", set_string, FIELD(mime_types), 0, 0},
-	{"default_type", set_media_type, FIELD(default_type), 0, 0},
-	{"metrics", set_metrics, 0, 0, 0},
-	{"metrics_listen", set_metrics_listen, 0, 0, 0},
-	{"metrics_path", set_uri_path, FIELD(metrics_path), 0, 0},
+	 24 * HOUR, RELOAD},
+	{"send_timeout", set_duration, FIELD(send_timeout_ms), 1, 24 * HOUR,
+	 RELOAD},
+	{"max_request_line", set_size, FIELD(max_request_line), 64, 16 * MIB,
+	 RELOAD},
+	{"max_header_bytes", set_size, FIELD(max_header_bytes), 256, 16 * MIB,
+	 RELOAD},
+	{"max_headers", set_uint, FIELD(max_headers), 1, 65536, RELOAD},
+	{"buffer_size", set_size, FIELD(buffer_size), 4 * KIB, 16 * MIB,
+	 RELOAD},
+	/* Opened once, before privileges are dropped; SIGUSR1 reopens it. */
+	{"access_log", set_access_log, FIELD(access_log), 0, 0, RESTART,
+	 fmt_str},
+	{"user", set_string, FIELD(user), 0, 0, RESTART, fmt_str},
+	{"group", set_string, FIELD(group), 0, 0, RESTART, fmt_str},
+	{"mime_types", set_string, FIELD(mime_types), 0, 0, RELOAD},
+	{"default_type", set_media_type, FIELD(default_type), 0, 0, RELOAD},
+	{"metrics", set_metrics, FIELD(metrics), 0, 0, RESTART, fmt_switch},
+	{"metrics_listen", set_metrics_listen, FIELD(metrics_listen), 0, 0,
+	 RESTART, fmt_listen},
+	{"metrics_path", set_uri_path, FIELD(metrics_path), 0, 0, RELOAD},
 };
 
 static const struct directive *find_directive(const char *name)
@@ -610,6 +679,37 @@ int config_set(struct orcd_config *c, const char *directive, const char *value,
 		return -EINVAL;
 	}
 	return apply(c, d, value, replace_listen, err, errcap);
+}
+
+enum config_apply config_directive_apply(const char *directive)
+{
+	const struct directive *d = find_directive(directive);
+
+	return d ? d->apply : (enum config_apply)0;
+}
+
+unsigned config_unapplied(const struct orcd_config *was,
+			  const struct orcd_config *now, bool new_workers,
+			  config_change_fn *fn, void *ctx)
+{
+	char a[4 * SHOW_MAX + 4], b[4 * SHOW_MAX + 4];
+	unsigned n = 0;
+
+	for (size_t i = 0; i < sizeof(directives) / sizeof(directives[0]);
+	     i++) {
+		const struct directive *d = &directives[i];
+
+		if (d->apply == CONFIG_ON_RELOAD ||
+		    (d->apply == CONFIG_ON_NEW_WORKERS && new_workers))
+			continue;
+		d->fmt(was, d, a, sizeof(a));
+		d->fmt(now, d, b, sizeof(b));
+		if (strcmp(a, b)) {
+			fn(ctx, d->name, a, b);
+			n++;
+		}
+	}
+	return n;
 }
 
 /* ---- life cycle ---- */

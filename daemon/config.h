@@ -68,6 +68,31 @@ struct orcd_config {
 	_Atomic unsigned refs;
 };
 
+/* When a changed directive takes effect. */
+enum config_apply {
+	CONFIG_ON_RELOAD = 1,	/* the workers take it on SIGHUP */
+	CONFIG_ON_NEW_WORKERS,	/* when a worker starts: at start-up, and by
+				 * a reload that changes listen (it starts
+				 * new workers) */
+	CONFIG_ON_RESTART,	/* read once at start-up */
+};
+
+/* 0 for an unknown directive. */
+enum config_apply config_directive_apply(const char *directive);
+
+typedef void config_change_fn(void *ctx, const char *directive,
+			      const char *was, const char *now);
+
+/*
+ * Calls fn once per directive whose value differs between `was` and
+ * `now` and that a reload cannot apply (new_workers: the reload starts new
+ * workers, so CONFIG_ON_NEW_WORKERS ones do apply), with both values as
+ * text (strings escaped, "(unset)" for none). Returns how many.
+ */
+unsigned config_unapplied(const struct orcd_config *was,
+			  const struct orcd_config *now, bool new_workers,
+			  config_change_fn *fn, void *ctx);
+
 /* refs starts at 1 from config_new() and config_view(). */
 struct orcd_config *config_get(struct orcd_config *c);
 void config_put(struct orcd_config *c);

@@ -612,6 +612,14 @@ static void say_budget(const struct orcd_server *s,
 	}
 }
 
+static void warn_unapplied(void *ctx, const char *directive, const char *was,
+			   const char *now)
+{
+	(void)ctx;
+	log_msg(LOG_WARNING, "reload: %s %s -> %s needs a restart; keeping %s",
+		directive, was, now, was);
+}
+
 /* ready: READY=1 was sent at start-up (else it waits for the workers). */
 static void reload(struct orcd_server *s, const struct cli_opts *o,
 		   bool ready)
@@ -619,6 +627,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 	struct orcd_config *c, *old;
 	char err[1024];
 	struct timespec ts;
+	bool new_workers = false;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
@@ -650,7 +659,9 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 	} else {
 		log_msg(LOG_NOTICE,
 			"reload: new workers serve the new listen addresses; the previous ones drain");
+		new_workers = true;
 	}
+	config_unapplied(s->cfg, c, new_workers, warn_unapplied, NULL);
 	pthread_mutex_lock(&s->cfg_lock);
 	old = s->cfg;
 	s->cfg = c;

@@ -1079,6 +1079,67 @@ static void test_directive_list(void **state)
 	config_free(c);
 }
 
+/* Every directive says when a change to it takes effect, so a reload can
+ * warn about the ones it cannot apply (none is forgotten by omission). */
+static void test_every_directive_says_when_it_applies(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(all_directives) / sizeof(*all_directives);
+	     i++) {
+		enum config_apply a = config_directive_apply(all_directives[i]);
+
+		if (a < CONFIG_ON_RELOAD || a > CONFIG_ON_RESTART)
+			print_error("%s: no apply class\n", all_directives[i]);
+		assert_in_range(a, CONFIG_ON_RELOAD, CONFIG_ON_RESTART);
+	}
+	assert_int_equal(config_directive_apply("no_such"), 0);
+}
+
+struct seen {
+	char text[8][128];
+	unsigned n;
+};
+
+static void note_change(void *ctx, const char *directive, const char *was,
+			const char *now)
+{
+	struct seen *s = ctx;
+
+	if (s->n < 8)
+		snprintf(s->text[s->n], sizeof(s->text[0]), "%s %s %s",
+			 directive, was, now);
+	s->n++;
+}
+
+static void test_unapplied_changes(void **state)
+{
+	struct orcd_config *a = config_new(), *b = config_new();
+	struct seen s = {0};
+
+	(void)state;
+	assert_int_equal(config_unapplied(a, b, false, note_change, &s), 0);
+	assert_int_equal(config_set(b, "slots", "512", false, err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_set(b, "threads", "4", false, err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_set(b, "user", "nobody", false, err,
+				    sizeof(err)), 0);
+	/* Applied by a reload: not reported. */
+	assert_int_equal(config_set(b, "send_timeout", "5s", false, err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_set(b, "max_header_bytes", "1k", false, err,
+				    sizeof(err)), 0);
+	assert_int_equal(config_unapplied(a, b, false, note_change, &s), 3);
+	assert_string_equal(s.text[0], "threads 1 4");
+	assert_string_equal(s.text[1], "slots 4096 512");
+	assert_string_equal(s.text[2], "user (unset) nobody");
+	/* New workers take slots. */
+	s.n = 0;
+	assert_int_equal(config_unapplied(a, b, true, note_change, &s), 2);
+	config_free(a);
+	config_free(b);
+}
+
 static char *read_source_file(const char *rel)
 {
 	const char *src = getenv("ORCD_SOURCE_DIR");
@@ -1227,6 +1288,8 @@ int main(void)
 		cmocka_unit_test(test_finalize_errors),
 		cmocka_unit_test(test_refcount),
 		cmocka_unit_test(test_directive_list),
+		cmocka_unit_test(test_every_directive_says_when_it_applies),
+		cmocka_unit_test(test_unapplied_changes),
 		cmocka_unit_test(test_shipped_config),
 		cmocka_unit_test(test_readme_documents_every_directive),
 	};
