@@ -539,19 +539,28 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 	return e;
 }
 
-/* Bind before dropping privileges so ports below 1024 work; create rings
+static int can_drop_privileges(const struct orcd_config *c, char *err,
+			       size_t cap)
+{
+	if ((c->user || c->group) && geteuid() != 0) {
+		snprintf(err, cap, "user/group set but not started as root");
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Bind (and open the access log) before dropping privileges so ports
+ * below 1024 and root-only log paths work; create rings
  * after, since a ring keeps acting with its creator's credentials. */
 static int drop_privileges(const struct orcd_config *c, char *err, size_t cap)
 {
 	uid_t uid;
 	gid_t gid;
 
-	if (!c->user && !c->group)
-		return 0;
-	if (geteuid() != 0) {
-		snprintf(err, cap, "user/group set but not started as root");
-		return -EPERM;
-	}
+	int e = can_drop_privileges(c, err, cap);
+
+	if (e || (!c->user && !c->group))
+		return e;
 	if (c->user) {
 		struct passwd *pw = getpwnam(c->user);
 
@@ -1028,6 +1037,21 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 			goto out;
 		}
 	}
+	/* As root, like the listeners: a log only root may create or write
+	 * (/var/log) stays writable through the open descriptor. */
+	if (can_drop_privileges(cfg, err, sizeof(err))) {
+		log_msg(LOG_ERR, "%s", err);
+		goto out;
+	}
+	if (cfg->access_log) {
+		int e = access_log_open(cfg->access_log, &s.access_log);
+
+		if (e) {
+			log_msg(LOG_ERR, "access_log %s: %s", cfg->access_log,
+				strerror(-e));
+			goto out;
+		}
+	}
 	if (drop_privileges(cfg, err, sizeof(err))) {
 		log_msg(LOG_ERR, "%s", err);
 		goto out;
@@ -1044,15 +1068,6 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 				strerror(errno));
 		else
 			s.pin_workers = true;
-	}
-	if (cfg->access_log) {
-		int e = access_log_open(cfg->access_log, &s.access_log);
-
-		if (e) {
-			log_msg(LOG_ERR, "access_log %s: %s", cfg->access_log,
-				strerror(-e));
-			goto out;
-		}
 	}
 	if (s.engine->setup && s.engine->setup(&s, err, sizeof(err))) {
 		log_msg(LOG_ERR, "engine %s: %s", s.engine->name, err);

@@ -65,12 +65,10 @@ def dropped_server(uid, gid, port=None):
         srv.port = port
         srv.addr = ("127.0.0.1", port)
         srv.write_conf("user nobody;\ngroup nogroup;\n")
-    # nobody must reach the root; the access log is opened after the
-    # drop, so nobody must be able to write it.
+    # nobody must reach the root. (The access log is opened before the
+    # drop: see access_log_only_root_may_write.)
     for d in (srv.tmp, srv.root):
         os.chmod(d, 0o755)
-    open(srv.access_log, "w").close()
-    os.chown(srv.access_log, uid, gid)
     return srv
 
 
@@ -141,6 +139,29 @@ def files_only_root_can_read_are_refused():
             c.send(orcdtest.build_request("GET", "/hello.txt"))
             eq(c.read_response().body, HELLO, "same connection after 403")
         eq(srv.get("/hello.txt").status, 200, "readable file")
+        srv.stop()
+    finally:
+        srv.cleanup()
+
+
+@orcdtest.case
+def access_log_only_root_may_write():
+    # The access log is opened as root, before the drop, like the
+    # listeners: a path in a directory only root may enter (/var/log
+    # style) works, and lines written as nobody reach it.
+    uid, gid = need_root()
+    srv = dropped_server(uid, gid)
+    try:
+        logdir = os.path.join(srv.tmp, "log")
+        os.mkdir(logdir, 0o700)
+        srv.access_log = os.path.join(logdir, "access.log")
+        srv.write_conf("user nobody;\ngroup nogroup;\n")
+        srv.start()
+        eq(srv.get("/hello.txt").body, HELLO, "served after the drop")
+        wait_until(lambda: os.path.exists(srv.access_log) and
+                   b"/hello.txt" in open(srv.access_log, "rb").read(), 5,
+                   "the request's line in the root-only access log")
+        eq(os.stat(srv.access_log).st_uid, 0, "log created by root")
         srv.stop()
     finally:
         srv.cleanup()
