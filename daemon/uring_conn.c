@@ -8,6 +8,7 @@
  * back up through h1_core.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,10 +279,12 @@ static void conn_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
 		res = take_provided(c, res, cflags);
 	if (st < ST_MAX && st != ST_CANCEL)
 		c->res[st] = res;
-	if (st == ST_CANCEL && res == -ENOENT && c->timed_out &&
-	    c->pending > 1) {
-		/* The timer's cancel found nothing yet: a chain's send waits
-		 * behind its read. Give that send a timer of its own. */
+	if (st == ST_CANCEL && (res == -ENOENT || res == -EALREADY) &&
+	    c->timed_out && c->pending > 1) {
+		/* The timer's cancel found nothing (the step completed on
+		 * its way), or found it running in io-wq, where only an
+		 * interruptible wait ends: try again after another
+		 * send_timeout. */
 		c->timed_out = false;
 		tw_arm(&c->uw->tw, &c->timer,
 		       c->uw->now_ms + c->send_timeout_ms);
@@ -309,6 +312,25 @@ static void conn_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
 	}
 }
 
+/*
+ * The step of a response batch a cancel can find: the first one not yet
+ * back. The steps behind it in a linked chain are not issued yet. So a
+ * chain whose open or read waits (a FIFO or a device node swapped in
+ * under the root after the plan: an open punted to io-wq, a read polling
+ * a FIFO that has a writer) is cancelled there, not left waiting for a
+ * send that never starts.
+ */
+static enum ustep resp_step_in_flight(const struct uconn *c)
+{
+	static const enum ustep order[] = {ST_OPEN, ST_READ};
+
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if ((c->step_mask & (1u << order[i])) &&
+		    c->res[order[i]] == INT_MIN)
+			return order[i];
+	return ST_SEND;
+}
+
 /* The op in flight got no further by its deadline: cancel it; it comes
  * back -ECANCELED with c->timed_out set, which the batch reads as a
  * timeout. */
@@ -323,7 +345,7 @@ static void conn_timeout(struct uconn *c)
 	if (c->state == CS_RECV || c->state == CS_LINGER)
 		st = ST_RECV;
 	else if (c->state == CS_RESP)
-		st = ST_SEND;
+		st = resp_step_in_flight(c);
 	else
 		return;
 	sqe = uring_sqe(uw, 1);
