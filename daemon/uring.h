@@ -159,6 +159,10 @@ struct uconn {
 	struct msghdr msg;   /* a head and a kept body's piece, no copy */
 	struct iovec iov[2];
 	bool chained;		  /* this response's body came by a chain */
+	/* This request's open found its path outside the dentry cache
+	 * (RESOLVE_CACHED: -EAGAIN): the open after the replan may wait in
+	 * io-wq (under the timer), after a fresh lookup of the type. */
+	bool open_cold;
 	unsigned send_timeout_ms; /* a send without progress fails */
 	struct orcd_open_how how; /* the chain's open reads it at issue */
 	/* The deadline of the op in flight (recv: the core's; sends: no

@@ -342,6 +342,16 @@ static void chain_submit(struct uconn *c, bool with_open)
 	if (with_open) {
 		memset(&c->how, 0, sizeof(c->how));
 		c->how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+		/* Facts from the cache may be old: a FIFO or device node
+		 * put in the file's place since (a bind mount raises no
+		 * inotify event) would be opened. io_uring's inline try
+		 * opens O_NONBLOCK (a FIFO does not wait) but punts a path
+		 * not in the dentry cache to io-wq, which opens blocking;
+		 * RESOLVE_CACHED makes that -EAGAIN instead. Not on roots
+		 * the cache does not vouch for (9p, NFS: lookups there
+		 * leave the cache by design). */
+		if (stat_cache_active(uw->sc) && !c->open_cold)
+			c->how.resolve |= RESOLVE_CACHED;
 		fl->prep_open(sqe, c->h1.cfg->root_fd,
 			      r->plan.relpath[0] ? r->plan.relpath : ".",
 			      &c->how, c->file);
@@ -413,6 +423,8 @@ static void act(struct uconn *c, enum uafter after)
 	c->after = AFTER_NONE;
 	if (uw->hw.drain_expired && after != AFTER_DONE)
 		after = AFTER_ABORT;
+	if (after != AFTER_REPLAN)
+		c->open_cold = false;
 	if (after == AFTER_CHUNK) {
 		chain_next(c);
 		return;
@@ -694,6 +706,8 @@ void uchain_batch_done(struct uconn *c)
 		 * change to the file, so look again. */
 		int r = c->res[ST_OPEN];
 
+		if (r == -EAGAIN && (c->how.resolve & RESOLVE_CACHED))
+			c->open_cold = true; /* the replan looks it up */
 		if ((r == -EACCES || r == -EPERM) && c->h1.bytes_sent == 0)
 			after = AFTER_DENIED;
 		else

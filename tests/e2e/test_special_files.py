@@ -1,19 +1,18 @@
 #!/usr/bin/env python3
 """FIFOs and device nodes under the root never hold a request: the plan
-refuses what is not a regular file (404), and a FIFO that takes a
-regular file's place after the plan (a bind mount, which raises no
-inotify event, keeps the stat cache's facts "regular") ends the chain
-within send_timeout with a 404: the timer cancels the chain's step in
-flight (a read polling a FIFO that has a writer, or an open punted to
-io-wq), not only a send that never starts. Each case starts its own
-orcd; the mount case needs root."""
+refuses what is not a regular file (404). A FIFO that takes a regular
+file's place after the plan (a bind mount raises no inotify event, so
+the stat cache's facts stay "regular") is opened by the chain: that open
+never waits for a writer (RESOLVE_CACHED: not even when the name left
+the dentry cache), and a read that waits for data ends at send_timeout (the timer cancels the chain's step in flight,
+not the send queued behind it); either way a 404, and chains and slots
+come back. Each case starts its own orcd; the mount cases need root."""
 
 import os
 import socket
 import stat
 import subprocess
 import sys
-import time
 import urllib.request
 
 import orcdtest
@@ -78,51 +77,102 @@ def umount(path):
                    stderr=subprocess.DEVNULL)
 
 
+def swapped_fifo(srv, name, stack):
+    """name: a regular file whose facts (not bytes) the stat cache holds,
+    with a FIFO bind-mounted over it: a mount raises no inotify event,
+    so the next GET plans from "regular, 1000 bytes" and opens the FIFO
+    in its chain."""
+    srv.write_file(name, b"x" * 1000)
+    # HEAD: facts cached, no body kept (a GET would keep the bytes, and
+    # the next GET would need no chain).
+    eq(get(srv, "/" + name, "HEAD").status, 200, "HEAD " + name)
+    fifo = os.path.join(srv.tmp, name + ".fifo")
+    os.mkfifo(fifo)
+    bind_mount(fifo, srv.path(name))
+    stack.append(lambda: umount(srv.path(name)))
+    return fifo
+
+
+def metrics_server(conf):
+    port = orcdtest.free_port()
+    srv = Server(conf=conf + "metrics on;\nmetrics_listen 127.0.0.1:%d;\n"
+                 % port)
+    srv.srv.metrics_port = port
+    return srv
+
+
+def settled(srv, idle):
+    """Chains ended and their slots came back (the close completed)."""
+    orcdtest.wait_until(lambda: gauges(srv.metrics_port) == idle, 10,
+                        "chains and slots back to %r" % (idle,))
+    srv.assert_fds_back()
+
+
+def drop_dentries():
+    """Evict unused dentries (all of the machine's: costs others a few
+    lookups), so the next walk to a name leaves the dentry cache."""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2\n")
+    except OSError as e:
+        raise orcdtest.Skip("cannot drop the dentry cache: %s" % e)
+
+
 @orcdtest.case
-def fifo_swapped_in_after_the_plan_ends_within_send_timeout():
+def fifo_swapped_in_open_does_not_wait():
+    # A directory bind-mounted over one whose file's facts are cached,
+    # with a FIFO of the same name, its dentry evicted: the chain's open
+    # walks outside the dentry cache, which io_uring runs in io-wq,
+    # blocking (it waited in wait_for_partner for a writer). With
+    # RESOLVE_CACHED it is -EAGAIN, a fresh lookup sees the FIFO: a 404
+    # at once. send_timeout 1h: the timer is no help within 15 s.
     if os.geteuid() != 0:
         raise orcdtest.Skip("needs root for mount --bind")
-    mport = orcdtest.free_port()
-    with Server(conf="send_timeout 1s;\nmetrics on;\n"
-                "metrics_listen 127.0.0.1:%d;\n" % mport) as srv:
+    with metrics_server("send_timeout 1h;\n") as srv:
         srv.start()
-        idle = gauges(mport)
-        fifo = os.path.join(srv.tmp, "fifo")
-        os.mkfifo(fifo)
-        mounted = []
-        writer = None
+        idle = gauges(srv.metrics_port)
+        srv.write_file("dir/cold.txt", b"x" * 1000)
+        eq(get(srv, "/dir/cold.txt", "HEAD").status, 200, "HEAD")
+        other = os.path.join(srv.tmp, "other")
+        os.mkdir(other)
+        os.mkfifo(os.path.join(other, "cold.txt"))
+        bind_mount(other, srv.path("dir"))
         try:
-            for name in ("lone.txt", "fed.txt"):
-                srv.write_file(name, b"x" * 1000)
-                # HEAD: the stat cache holds "regular, 1000 bytes" and
-                # no body (a GET would keep the bytes and need no chain).
-                eq(get(srv, "/" + name, "HEAD").status, 200, "HEAD " + name)
-                bind_mount(fifo, srv.path(name))
-                mounted.append(srv.path(name))
-            # No writer: an open issued inline does not block (io_uring
-            # tries it O_NONBLOCK) and the read sees EOF; one punted to
-            # io-wq (as here, seen on 6.18) waits for a writer until the
-            # timer cancels it. Either way: answered again from fresh
-            # facts.
+            drop_dentries()
+            eq(get(srv, "/dir/cold.txt").status, 404, "FIFO, cold dentry")
+            eq(get(srv, "/hello.txt").body, HELLO, "served after it")
+        finally:
+            umount(srv.path("dir"))
+        settled(srv, idle)
+        srv.stop()
+
+
+@orcdtest.case
+def fifo_swapped_in_read_ends_within_send_timeout():
+    # The open succeeds (io_uring's inline try is O_NONBLOCK), and the
+    # read polls the FIFO: it is not ready until a writer came and went
+    # or wrote. The send timer cancels that read (the send behind it is
+    # not issued yet: cancelling the send found nothing, for ever).
+    if os.geteuid() != 0:
+        raise orcdtest.Skip("needs root for mount --bind")
+    with metrics_server("send_timeout 1s;\n") as srv:
+        srv.start()
+        idle = gauges(srv.metrics_port)
+        undo = []
+        try:
+            swapped_fifo(srv, "lone.txt", undo)
             eq(get(srv, "/lone.txt").status, 404, "FIFO without a writer")
-            # A writer that never writes: the read waits for data until
-            # the send timer cancels it.
+            fifo = swapped_fifo(srv, "fed.txt", undo)
             writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-            t0 = time.monotonic()
+            undo.insert(0, lambda: os.close(writer))
             r = get(srv, "/fed.txt")
             eq(r.status, 404, "FIFO with a silent writer")
             check(b"x" * 1000 not in r.body, "stale bytes sent")
-            eq(get(srv, "/hello.txt").body, HELLO, "served after it (%.1fs)"
-               % (time.monotonic() - t0))
+            eq(get(srv, "/hello.txt").body, HELLO, "served after it")
         finally:
-            if writer is not None:
-                os.close(writer)
-            for m in mounted:
-                umount(m)
-        # Chains ended and their slots came back (the close completed).
-        orcdtest.wait_until(lambda: gauges(mport) == idle, 10,
-                            "chains and slots back to %r" % (idle,))
-        srv.assert_fds_back()
+            for u in undo:
+                u()
+        settled(srv, idle)
         srv.stop()
 
 
