@@ -568,8 +568,8 @@ static void fmt_switch(const struct orcd_config *c, const struct directive *d,
 	snprintf(buf, cap, "%s", on ? "on" : "off");
 }
 
-static void fmt_affinity(const struct orcd_config *c,
-			 const struct directive *d, char *buf, size_t cap)
+static void fmt_affinity(const struct orcd_config *c, const struct directive *d,
+			 char *buf, size_t cap)
 {
 	(void)d;
 	snprintf(buf, cap, "%s", c->cpu_affinity ? "auto" : "off");
@@ -585,8 +585,7 @@ static void fmt_engine(const struct orcd_config *c, const struct directive *d,
 static void fmt_listen(const struct orcd_config *c, const struct directive *d,
 		       char *buf, size_t cap)
 {
-	const struct orcd_listen *l =
-		(const void *)((const char *)c + d->off);
+	const struct orcd_listen *l = (const void *)((const char *)c + d->off);
 
 	snprintf(buf, cap, "%s", l->text);
 }
@@ -611,8 +610,8 @@ static const struct directive directives[] = {
 	 RELOAD},
 	{"idle_timeout", set_duration, FIELD(idle_timeout_ms), 1, 24 * HOUR,
 	 RELOAD},
-	{"header_timeout", set_duration, FIELD(header_timeout_ms), 1,
-	 24 * HOUR, RELOAD},
+	{"header_timeout", set_duration, FIELD(header_timeout_ms), 1, 24 * HOUR,
+	 RELOAD},
 	{"send_timeout", set_duration, FIELD(send_timeout_ms), 1, 24 * HOUR,
 	 RELOAD},
 	{"max_request_line", set_size, FIELD(max_request_line), 64, 16 * MIB,
