@@ -24,9 +24,12 @@
 #include "uring.h"
 
 /* How long a stopping worker lets in-flight responses finish. */
-#define DRAIN_MS  10000
+#define DRAIN_MS   10000
 /* After the drain bound: how long cancelled work may take to unwind. */
-#define UNWIND_MS 3000
+#define UNWIND_MS  3000
+/* At exit: how long cancelled ops may take to come back before their
+ * memory is kept rather than freed. */
+#define QUIESCE_MS 2000
 
 /* ---- submission ---- */
 
@@ -49,7 +52,18 @@ struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need)
 		if (io_uring_sq_space_left(&uw->ring) < need)
 			return NULL;
 	}
-	return io_uring_get_sqe(&uw->ring);
+	return uring_sqe_more(uw);
+}
+
+/* The next SQE of a group that uring_sqe() made room for. Every SQE of
+ * the ring is taken here, so that uw->sqes counts them. */
+struct io_uring_sqe *uring_sqe_more(struct uring_worker *uw)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&uw->ring);
+
+	if (sqe)
+		uw->sqes++;
+	return sqe;
 }
 
 /* ---- a connection's batch ---- */
@@ -486,6 +500,7 @@ static int uring_loop(struct uring_worker *uw)
 			/* Give the CQ back before handling, so a kernel
 			 * holding overflowed CQEs can flush them. */
 			io_uring_cq_advance(&uw->ring, n);
+			uw->cqes += n;
 			/* After taking the CQEs: a change made before any of
 			 * these requests was sent is among the events the
 			 * next lookup reads. */
@@ -496,8 +511,58 @@ static int uring_loop(struct uring_worker *uw)
 	}
 }
 
-static void uring_cleanup(struct uring_worker *uw)
+/*
+ * Before memory an SQE named is freed (connections' buffers, iovecs and
+ * msghdrs, provided buffers, accept addresses): cancel everything still
+ * in flight and take CQEs until every SQE has its CQE, for at most
+ * QUIESCE_MS. Closing the ring is no substitute: the kernel tears a
+ * ring down later, in a worker of its own, and an op running in io-wq
+ * (a read) finishes writing whenever it finishes. Returns whether the
+ * ring went quiet; CQEs are counted, not handled (nothing above runs
+ * again).
+ */
+static bool uring_quiesce(struct uring_worker *uw)
 {
+	int64_t deadline = mono_ms() + QUIESCE_MS;
+
+	while (uw->sqes != uw->cqes) {
+		struct __kernel_timespec tick = {0, 50 * 1000000};
+		struct io_uring_sqe *sqe;
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+		int r;
+
+		if (mono_ms() > deadline)
+			return false;
+		/* Again each turn: a cancel finds only what has started; a
+		 * step queued behind it in a link goes with it. */
+		sqe = uring_sqe(uw, 1);
+		if (sqe) {
+			io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+			io_uring_sqe_set_data64(sqe, 0);
+		}
+		r = io_uring_submit_and_wait_timeout(&uw->ring, &cqe, 1, &tick,
+						     NULL);
+		if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY &&
+		    r != -EAGAIN)
+			return false;
+		io_uring_for_each_cqe(&uw->ring, head, cqe) n++;
+		io_uring_cq_advance(&uw->ring, n);
+		uw->cqes += n;
+	}
+	return true;
+}
+
+/* Returns whether uw may be freed: false when the kernel may still
+ * write into it or into what it points to (then all of it stays). */
+static bool uring_cleanup(struct uring_worker *uw)
+{
+	bool quiet = uring_quiesce(uw);
+
+	if (!quiet)
+		log_msg(LOG_ERR,
+			"worker %u: %u operations still in flight %d ms after cancelling them; keeping their memory",
+			uw->w->id, (unsigned)(uw->sqes - uw->cqes), QUIESCE_MS);
 	/* Anything still live was cut short by the unwind bound. For
 	 * `specific` its fds are real: close them here; a direct table goes
 	 * with the ring. */
@@ -513,14 +578,18 @@ static void uring_cleanup(struct uring_worker *uw)
 				close(uw->acc[i].slot); /* if it landed */
 	}
 	io_uring_queue_exit(&uw->ring);
-	uw->hooks->teardown(uw);
+	if (quiet)
+		uw->hooks->teardown(uw);
 	uw->core->worker_fini(&uw->hw);
 	stat_cache_free(uw->sc);
-	free(uw->br);
-	free(uw->br_bufs);
-	free(uw->acc);
-	free(uw->lpoll);
+	if (quiet) {
+		free(uw->br);
+		free(uw->br_bufs);
+		free(uw->acc);
+		free(uw->lpoll);
+	}
 	slots_destroy(&uw->slots);
+	return quiet;
 }
 
 /* One worker of either engine: fl names slots, hooks are the transport
@@ -611,15 +680,15 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
 	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));
 	if (!uw->acc) {
-		uring_cleanup(uw);
-		free(uw);
+		if (uring_cleanup(uw))
+			free(uw);
 		return -ENOMEM;
 	}
 	uw->lpoll = aligned_alloc(URING_ALIGN,
 				  ORCD_MAX_LISTEN * sizeof(*uw->lpoll));
 	if (!uw->lpoll) {
-		uring_cleanup(uw);
-		free(uw);
+		if (uring_cleanup(uw))
+			free(uw);
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < ORCD_MAX_LISTEN; i++) {
@@ -638,7 +707,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	if (server_stopping(w))
 		begin_stop(uw);
 	r = uring_loop(uw);
-	uring_cleanup(uw);
-	free(uw);
+	if (uring_cleanup(uw))
+		free(uw);
 	return r;
 }

@@ -158,7 +158,7 @@ struct uconn {
 	bool iov_sent;	     /* the send in flight is msg: head + body piece */
 	struct msghdr msg;   /* a head and a kept body's piece, no copy */
 	struct iovec iov[2];
-	bool chained;		  /* this response's body came by a chain */
+	bool chained; /* this response's body came by a chain */
 	/* This request's open found its path outside the dentry cache
 	 * (RESOLVE_CACHED: -EAGAIN): the open after the replan may wait in
 	 * io-wq (under the timer), after a fresh lookup of the type. */
@@ -259,6 +259,10 @@ struct uring_worker {
 	struct timerwheel tw;
 	int64_t now_ms; /* CLOCK_MONOTONIC, taken once per loop turn */
 	int fatal;	/* -errno that ends the loop */
+	/* SQEs handed out and CQEs taken (each SQE here ends in exactly
+	 * one CQE: no multishot, no CQE_SKIP): unequal while the kernel may
+	 * still write memory an SQE named. */
+	uint32_t sqes, cqes;
 };
 
 /* uring_setup.c */
@@ -277,6 +281,7 @@ int uring_direct_setup(struct orcd_server *srv, char *err, size_t cap);
 
 /* engine_uring.c: the loop */
 struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need);
+struct io_uring_sqe *uring_sqe_more(struct uring_worker *uw);
 void uring_track(struct uconn *c, struct io_uring_sqe *sqe, enum ustep st,
 		 uint32_t want);
 void uring_batch_begin(struct uconn *c);

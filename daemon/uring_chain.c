@@ -154,7 +154,7 @@ static void send_head_sf(struct uconn *c)
 	if (install) {
 		uring_prep_fd_install(sqe, c->sock);
 		uring_track(c, sqe, ST_INSTALL, 0);
-		sqe = io_uring_get_sqe(&uw->ring);
+		sqe = uring_sqe_more(uw);
 	} else {
 		c->sf_sock = c->sock;
 	}
@@ -357,7 +357,7 @@ static void chain_submit(struct uconn *c, bool with_open)
 			      &c->how, c->file);
 		sqe->flags |= IOSQE_IO_LINK;
 		uring_track(c, sqe, ST_OPEN, 0);
-		sqe = io_uring_get_sqe(&uw->ring);
+		sqe = uring_sqe_more(uw);
 		count_chain(uw);
 	}
 	io_uring_prep_read(sqe, c->file, r->buf + head, (unsigned)chunk,
@@ -367,13 +367,13 @@ static void chain_submit(struct uconn *c, bool with_open)
 
 	c->send_ptr = r->buf;
 	c->send_len = head + chunk;
-	sqe = io_uring_get_sqe(&uw->ring);
+	sqe = uring_sqe_more(uw);
 	io_uring_prep_send(sqe, c->sock, r->buf, c->send_len, SEND_FLAGS);
 	sqe->flags |= fl->slot_sqe_flag | (last ? IOSQE_IO_HARDLINK : 0);
 	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
 	arm_send_timer(c);
 	if (last) {
-		sqe = io_uring_get_sqe(&uw->ring);
+		sqe = uring_sqe_more(uw);
 		fl->prep_close(sqe, c->file);
 		uring_track(c, sqe, ST_CLOSE_FILE, 0);
 	}

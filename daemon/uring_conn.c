@@ -207,7 +207,7 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 		io_uring_prep_shutdown(sqe, c->sock, SHUT_WR);
 		sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
 		uring_track(c, sqe, ST_SHUTDOWN, 0);
-		sqe = io_uring_get_sqe(&uw->ring);
+		sqe = uring_sqe_more(uw);
 	}
 	prep_recv(c, sqe, buf, cap);
 }

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""SIGTERM with every kind of work in flight, under AddressSanitizer:
+slow readers of large bodies that outlast the 10 s drain (so the workers
+cancel and unwind), half-sent requests, idle keep-alive connections,
+pipelined requests and a burst of cold chains, plus a retired
+generation of workers (a reload that changed listen) still draining.
+orcd must exit 0 with no sanitizer report and without keeping memory
+the kernel may still write ("operations still in flight"). It runs only
+against the sanitizer build (ctest's build-asan tree): elsewhere it
+skips, since what it checks is ASan's report."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import orcdtest
+from orcdtest import build_request, check, eq, wait_until
+
+Server = orcdtest.Server
+COLD = 200  # files requested once each: every one a chain
+
+
+def sanitized(srv):
+    return "libasan" in srv.proc_text("maps")
+
+
+def burst(srv, stop, errors):
+    """Cold requests until orcd goes away: chains in flight at SIGTERM."""
+    i = 0
+    while not stop.is_set():
+        try:
+            with srv.conn(timeout=5) as c:
+                for _ in range(4):
+                    c.send(build_request("GET", "/cold/%d.txt" % (i % COLD)))
+                    i += 1
+                    if c.read_response() is None:
+                        break
+        except (OSError, orcdtest.TestFailure) as e:
+            errors.append(e)  # expected once orcd stops
+            return
+
+
+@orcdtest.case
+def sigterm_with_everything_in_flight_is_clean():
+    with Server(conf="threads 2;\n") as srv:
+        for i in range(COLD):
+            srv.write_file("cold/%d.txt" % i, b"%d\n" % i * (i + 1))
+        srv.start()
+        if not sanitized(srv):
+            raise orcdtest.Skip("not a sanitizer build")
+        conns = []
+        # Slow readers: a large body each, read a little, then stalled.
+        for _ in range(8):
+            c = srv.conn(rcvbuf=8192)
+            c.send(build_request("GET", "/big.bin"))
+            eq(c.read_response(head_request=True).status, 200, "big.bin")
+            c.read_exact(4096)
+            conns.append(c)
+        # A reload that changes listen: the workers serving the slow
+        # readers retire and drain; new ones take the new address.
+        extra = orcdtest.free_port()
+        n = srv.stderr_text().count("configuration reloaded")
+        with open(srv.conf_path, "a") as f:
+            f.write("listen 127.0.0.1:%d;\n" % extra)
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: srv.stderr_text().count("configuration reloaded")
+                   > n, 10, "the reload")
+        # Slow readers on the new generation too.
+        for _ in range(8):
+            c = srv.conn(rcvbuf=8192)
+            c.send(build_request("GET", "/big.bin"))
+            conns.append(c)
+        # Half-sent requests (a recv in flight), idle keep-alive ones,
+        # and pipelined ones.
+        for _ in range(8):
+            c = srv.conn()
+            c.send(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nX-A: ")
+            conns.append(c)
+        for _ in range(8):
+            c = srv.conn()
+            c.send(build_request("GET", "/hello.txt"))
+            c.read_response()
+            conns.append(c)
+        for _ in range(4):
+            c = srv.conn()
+            c.send(build_request("GET", "/big.bin") * 3)
+            conns.append(c)
+        stop, errors = threading.Event(), []
+        pumps = [threading.Thread(target=burst, args=(srv, stop, errors))
+                 for _ in range(3)]
+        for t in pumps:
+            t.start()
+        wait_until(lambda: srv.get("/hello.txt").status == 200, 5,
+                   "orcd serving during the burst")
+        srv.signal(signal.SIGTERM)
+        try:
+            rc = srv.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            raise orcdtest.TestFailure("orcd still running 60 s after "
+                                       "SIGTERM")
+        finally:
+            stop.set()
+            for t in pumps:
+                t.join()
+            for c in conns:
+                c.close()
+        text = srv.stderr_text()
+        for mark in orcdtest.SANITIZER_MARKS:
+            check(mark.decode() not in text, "sanitizer report:\n" + text)
+        # The slow readers outlasted the drain: the workers cut them.
+        check("still busy after" in text,
+              "the drain bound was not reached:\n" + text[-2000:])
+        check("still in flight" not in text,
+              "memory kept at exit:\n" + text[-2000:])
+        eq(rc, 0, "exit status after SIGTERM (stderr: %s)" % text[-2000:])
+        check(all(isinstance(e, (OSError, orcdtest.TestFailure))
+                  for e in errors), "burst errors: %r" % errors)
+        try:
+            socket.create_connection(srv.addr, timeout=1).close()
+            raise orcdtest.TestFailure("still accepting after exit")
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(orcdtest.run_serverless())
