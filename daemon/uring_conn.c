@@ -284,8 +284,10 @@ static void conn_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
 		/* The timer's cancel found nothing (the step completed on
 		 * its way), or found it running in io-wq, where only an
 		 * interruptible wait ends: try again after another
-		 * send_timeout. */
+		 * send_timeout. No cancel is in flight any more: the
+		 * next expiry must be free to send one. */
 		c->timed_out = false;
+		c->cancel_sent = false;
 		tw_arm(&c->uw->tw, &c->timer,
 		       c->uw->now_ms + c->send_timeout_ms);
 	}
