@@ -529,7 +529,6 @@ static bool uring_quiesce(struct uring_worker *uw)
 		struct __kernel_timespec tick = {0, 50 * 1000000};
 		struct io_uring_sqe *sqe;
 		struct io_uring_cqe *cqe;
-		unsigned head, n = 0;
 		int r;
 
 		if (mono_ms() > deadline)
@@ -546,9 +545,10 @@ static bool uring_quiesce(struct uring_worker *uw)
 		if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY &&
 		    r != -EAGAIN)
 			return false;
-		io_uring_for_each_cqe(&uw->ring, head, cqe) n++;
-		io_uring_cq_advance(&uw->ring, n);
-		uw->cqes += n;
+		while (io_uring_peek_cqe(&uw->ring, &cqe) == 0) {
+			io_uring_cqe_seen(&uw->ring, cqe);
+			uw->cqes++;
+		}
 	}
 	return true;
 }

@@ -318,9 +318,10 @@ static void conn_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
  * The step of a response batch a cancel can find: the first one not yet
  * back. The steps behind it in a linked chain are not issued yet. So a
  * chain whose open or read waits (a FIFO or a device node swapped in
- * under the root after the plan: an open punted to io-wq, a read polling
- * a FIFO that has a writer) is cancelled there, not left waiting for a
- * send that never starts.
+ * under the root after the plan: an open in io-wq waiting for a writer,
+ * a read polling a FIFO, not ready until a writer came and went or
+ * wrote) is cancelled there, not left waiting for a send that never
+ * starts.
  */
 static enum ustep resp_step_in_flight(const struct uconn *c)
 {
