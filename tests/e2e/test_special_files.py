@@ -73,7 +73,8 @@ def bind_mount(src, dst):
 
 
 def umount(path):
-    subprocess.run(["umount", path], stdout=subprocess.DEVNULL,
+    # Lazy: a failing run may leave orcd holding the FIFO open.
+    subprocess.run(["umount", "-l", path], stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
 
 
