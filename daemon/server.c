@@ -605,18 +605,18 @@ static bool same_listeners(const struct orcd_config *a,
 
 /* max_connections beyond what the slots hold (io_uring engines): one
  * line at start-up and at each reload that keeps it so (conn_budget.h). */
-static void say_budget(const struct orcd_server *s,
-		       const struct orcd_config *cfg)
+static void say_budget(const struct orcd_server *s, unsigned slots,
+		       unsigned max_connections)
 {
 	struct conn_budget b;
 	char line[256];
 
 	if (s->engine->kind == ORCD_ENGINE_EPOLL)
 		return;
-	conn_budget(cfg->slots, cfg->max_connections, &b);
+	conn_budget(slots, max_connections, &b);
 	if (b.capped) {
-		conn_budget_describe(&b, cfg->slots, cfg->max_connections,
-				     line, sizeof(line));
+		conn_budget_describe(&b, slots, max_connections, line,
+				     sizeof(line));
 		log_msg(LOG_WARNING, "%s", line);
 	}
 }
@@ -671,13 +671,15 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 		new_workers = true;
 	}
 	config_unapplied(s->cfg, c, new_workers, warn_unapplied, NULL);
+	/* The running workers keep the slots they started with. */
+	say_budget(s, new_workers ? c->slots : s->cfg->slots,
+		   c->max_connections);
 	pthread_mutex_lock(&s->cfg_lock);
 	old = s->cfg;
 	s->cfg = c;
 	pthread_mutex_unlock(&s->cfg_lock);
 	config_put(old);
 	wake_workers(s);
-	say_budget(s, c);
 	log_msg(LOG_NOTICE, "configuration reloaded");
 	if (ready)
 		sd_notify(0, "READY=1");
@@ -1073,7 +1075,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		log_msg(LOG_ERR, "engine %s: %s", s.engine->name, err);
 		goto out;
 	}
-	say_budget(&s, cfg);
+	say_budget(&s, cfg->slots, cfg->max_connections);
 	if (metrics_fd >= 0 &&
 	    !(m = metrics_new(metrics_fd, s.engine->name, metrics_snapshot,
 			      &s))) {
