@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The io_uring engines' loop: one ring per worker, accepts always in
- * flight on pre-chosen slots, a wake-up poll on the worker's eventfd, and
- * one io_uring_enter per iteration for everything the iteration produced.
+ * flight on pre-chosen slots, a wake-up poll on the worker's eventfd, a
+ * poll on the stat cache's inotify fd, and one io_uring_enter per
+ * iteration for everything the iteration produced.
  * Every CQE goes up to its owner through the hooks the transport
  * (uring_conn.c) gave uring_run(); kernel set-up and probes are in
  * uring_setup.c.
@@ -383,6 +384,118 @@ static void wake_done(struct uring_worker *uw, int res)
 		wake_arm(uw);
 }
 
+/* ---- the stat cache's change events ----
+ *
+ * The stat cache must read its inotify fd after a request's recv CQE was
+ * taken and before that request is planned (stat_cache.h). Reading it
+ * after every batch costs a read(2) per loop turn, most of them EAGAIN.
+ * Instead a multishot poll on that fd sits in the ring, and a turn marks
+ * the cache (stat_cache_batch(): read before the next lookup) only when
+ * the poll may have news. Why a turn without its CQE has none, on a ring
+ * with IORING_SETUP_DEFER_TASKRUN (6.1+; without it every turn marks):
+ *
+ * - a change completed before the request's bytes were sent has queued
+ *   its event, and the poll's wake-up has queued the poll's task work on
+ *   this ring, before those bytes arrived;
+ * - a recv is sent with IORING_RECVSEND_POLL_FIRST (uring_conn.c), so
+ *   it never completes inline at submission: its CQE is posted by task
+ *   work queued when its bytes arrived, or when it was armed with bytes
+ *   already there; either way after the poll's;
+ * - DEFER_TASKRUN runs task work only in this thread's io_uring_enter
+ *   with GETEVENTS, in the order it was queued (6.13+ runs at most a few
+ *   dozen per call and keeps the rest, in order, for the next; 6.1 runs
+ *   all of it), and posts a run's CQEs before the call returns;
+ * - so the poll's CQE is posted no later than the enter that posts the
+ *   recv's: in this turn's CQEs (all of them are scanned before any is
+ *   handled) or an earlier turn's, which marked the cache then. Marks
+ *   last until a read.
+ *
+ * Not quiet, so marked: a turn with a CQE of the poll, the turn right
+ * after the poll was (re)armed (events from before arming are read once
+ * it is armed), any turn while it is not armed on the cache's current
+ * fd (a flush or reload makes a new inotify instance), and any turn
+ * with CQEs held back in the kernel's overflow list (order unknown).
+ */
+static uint64_t notify_data(struct unotify *n, unsigned gen)
+{
+	return (uint64_t)(uintptr_t)n | (gen & URING_NOTIFY_GEN_MASK);
+}
+
+/* Top of a turn: poll the cache's current inotify fd. */
+static void notify_arm(struct uring_worker *uw)
+{
+	struct unotify *n = &uw->notify;
+	struct io_uring_sqe *sqe;
+	unsigned gen = 0;
+	int fd;
+
+	if (!n->usable || uw->hw.stopping)
+		return;
+	fd = stat_cache_notify_fd(uw->sc, &gen);
+	if (n->state != UN_OFF && n->gen == gen)
+		return;
+	if (n->state != UN_OFF) {
+		/* Its fd names a new instance: let go of the old one. */
+		sqe = uring_sqe(uw, 1);
+		if (!sqe)
+			return;
+		io_uring_prep_cancel64(sqe, notify_data(n, n->gen), 0);
+		io_uring_sqe_set_data64(sqe, 0);
+		n->state = UN_OFF;
+	}
+	if (fd < 0)
+		return;
+	sqe = uring_sqe(uw, 1);
+	if (!sqe)
+		return;
+	io_uring_prep_poll_multishot(sqe, fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, notify_data(n, gen));
+	n->gen = gen;
+	n->state = UN_SUBMITTED;
+}
+
+/* After the enter: whether this turn's CQEs may skip the cache's read. */
+static bool notify_quiet(struct uring_worker *uw)
+{
+	struct unotify *n = &uw->notify;
+	struct io_uring_cqe *cqe;
+	unsigned head, gen = 0;
+	bool quiet;
+
+	quiet = n->state == UN_ARMED &&
+		stat_cache_notify_fd(uw->sc, &gen) >= 0 && n->gen == gen &&
+		!io_uring_cq_has_overflow(&uw->ring);
+	/* Armed from now on once the enter took it from the SQ. */
+	if (n->state == UN_SUBMITTED && !io_uring_sq_ready(&uw->ring))
+		n->state = UN_ARMED;
+	if (!quiet)
+		return false;
+	io_uring_for_each_cqe(&uw->ring, head, cqe)
+	{
+		if ((cqe->user_data & ~URING_STEP_MASK) ==
+		    (uint64_t)(uintptr_t)n)
+			return false;
+	}
+	return true;
+}
+
+static void notify_done(struct uring_worker *uw, unsigned step, int res,
+			unsigned cflags)
+{
+	struct unotify *n = &uw->notify;
+
+	/* A cancelled poll on an older instance: nothing to do. */
+	if (step != (n->gen & URING_NOTIFY_GEN_MASK) || n->state == UN_OFF)
+		return;
+	if (!(cflags & IORING_CQE_F_MORE)) {
+		/* Ended (CQ full, cancelled): armed again next turn. */
+		if (res < 0 && res != -ECANCELED)
+			log_msg(LOG_WARNING, "worker %u: inotify poll: %s",
+				uw->w->id, strerror(-res));
+		n->state = UN_OFF;
+	}
+}
+
 static void dispatch(struct uring_worker *uw, uint64_t data, int res,
 		     unsigned cflags)
 {
@@ -401,6 +514,9 @@ static void dispatch(struct uring_worker *uw, uint64_t data, int res,
 		break;
 	case UOP_WAKE:
 		wake_done(uw, res);
+		break;
+	case UOP_NOTIFY:
+		notify_done(uw, step, res, cflags);
 		break;
 	case UOP_TIMER:
 		uw->drain.armed = false;
@@ -450,11 +566,13 @@ static int uring_loop(struct uring_worker *uw)
 	for (;;) {
 		struct io_uring_cqe *cqe;
 		int64_t wait;
+		bool quiet;
 		int r;
 
 		server_heartbeat(uw->w); /* `tick` bounds an idle turn */
 		run_deferred(uw);
 		accept_refill(uw);
+		notify_arm(uw);
 		if (uw->fatal)
 			return uw->fatal;
 		if (uw->hw.stopping && !uw->n_conns && !uw->acc_armed &&
@@ -482,6 +600,7 @@ static int uring_loop(struct uring_worker *uw)
 		uw->hw.now = time(NULL);
 		uw->now_ms = mono_ms();
 		expire_timers(uw);
+		quiet = notify_quiet(uw);
 		for (;;) {
 			struct io_uring_cqe *cqes[64];
 			uint64_t data[64];
@@ -503,8 +622,13 @@ static int uring_loop(struct uring_worker *uw)
 			uw->cqes += n;
 			/* After taking the CQEs: a change made before any of
 			 * these requests was sent is among the events the
-			 * next lookup reads. */
-			stat_cache_batch(uw->sc);
+			 * next lookup reads (unless the ring's poll says
+			 * there are none; a later chunk is checked too). */
+			for (unsigned i = 0; i < n && quiet; i++)
+				quiet = (data[i] & ~URING_STEP_MASK) !=
+					(uint64_t)(uintptr_t)&uw->notify;
+			if (!quiet)
+				stat_cache_batch(uw->sc);
 			for (unsigned i = 0; i < n; i++)
 				dispatch(uw, data[i], res[i], flags[i]);
 		}
@@ -614,6 +738,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->core->worker_init(&uw->hw, w, hooks->tp);
 	uw->wake.kind = UOP_WAKE;
 	uw->drain.kind = UOP_TIMER;
+	uw->notify.kind = UOP_NOTIFY;
 	uw->now_ms = mono_ms();
 	tw_init(&uw->tw, uw->now_ms);
 	r = uring_slot_range(uw, &base, &n);
@@ -666,6 +791,8 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	(void)io_uring_register_ring_fd(&uw->ring);
 	uring_br_setup(uw);
 	uw->hw.in_min = uw->br ? uw->br_size : 0;
+	/* Task work in queue order, in this thread only: see notify_arm(). */
+	uw->notify.usable = uw->ring.flags & IORING_SETUP_DEFER_TASKRUN;
 	uw->fd_install = fl == &uring_flavor_direct &&
 			 uring_has_fd_install(&uw->ring);
 	uw->sc = stat_cache_new(w->cfg, w->stats.stat_cache);

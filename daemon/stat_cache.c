@@ -94,8 +94,9 @@ struct stat_cache {
 	struct sc_entry **bucket;
 	struct sc_watch **wbucket;	      /* by wd, mask + 1 of them */
 	struct sc_entry *lru_head, *lru_tail; /* most, least recent */
-	int ifd;    /* inotify, made with the cache; -1 if that failed */
-	bool dirty; /* watches were added since ifd was made */
+	int ifd;	  /* inotify, made with the cache; -1 if that failed */
+	unsigned ifd_gen; /* bumped whenever ifd names a new instance */
+	bool dirty;	  /* watches were added since ifd was made */
 	struct orcd_config *cfg; /* referenced: what the entries are under */
 	bool usable;		 /* cfg's root can be cached */
 	bool unsynced;		 /* a batch was taken since the last sync */
@@ -461,6 +462,8 @@ static void reset_watches(struct stat_cache *sc)
 {
 	int nfd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 
+	sc->ifd_gen++; /* a poll on the old instance watches nothing now */
+
 	if (nfd < 0) {
 		close(sc->ifd);
 		sc->ifd = -1;
@@ -659,6 +662,14 @@ void stat_cache_batch(struct stat_cache *sc)
 {
 	if (sc)
 		sc->unsynced = true;
+}
+
+int stat_cache_notify_fd(const struct stat_cache *sc, unsigned *gen)
+{
+	if (!sc)
+		return -1;
+	*gen = sc->ifd_gen;
+	return sc->ifd;
 }
 
 unsigned stat_cache_entries(const struct stat_cache *sc)

@@ -18,7 +18,9 @@
  * entry's lookup (a change before the watch is in what the lookup
  * saw), the request's completion is posted later, and the read comes
  * after that completion was taken. Batches that plan nothing
- * (completions of sends and closes) cost no read.
+ * (completions of sends and closes) cost no read, and an engine that
+ * can prove no event is queued (a ring's poll on the inotify fd,
+ * stat_cache_notify_fd()) does not mark the batch at all.
  *
  * Only what inotify can vouch for is cached: facts and the answers
  * ENOENT and ENOTDIR, for paths with no symlink and no mount point in them (the lookup is repeated with RESOLVE_NO_SYMLINKS
@@ -104,6 +106,15 @@ int stat_cache_readable(struct stat_cache *sc, struct orcd_config *cfg,
  * runs stat_cache_sync() first. No system call here.
  */
 void stat_cache_batch(struct stat_cache *sc);
+
+/*
+ * The inotify fd (-1: none), for an engine that polls it instead of
+ * calling stat_cache_batch() after every batch: readable means a change
+ * may be unread. *gen changes whenever the fd number comes to name a new
+ * instance (a flush after lost events, a reload); a poll armed on an
+ * older one sees nothing of the new one and must be armed again.
+ */
+int stat_cache_notify_fd(const struct stat_cache *sc, unsigned *gen);
 
 /*
  * Files' bytes, kept beside their facts and as true as they are, so that

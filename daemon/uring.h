@@ -62,6 +62,7 @@ enum uop_kind {
 	UOP_CONN,
 	UOP_TIMER,
 	UOP_LISTEN,
+	UOP_NOTIFY,
 };
 
 /* What a connection's CQE was for. */
@@ -206,6 +207,27 @@ struct uticker {
 	struct __kernel_timespec ts;
 } __attribute__((aligned(URING_ALIGN)));
 
+/*
+ * The stat cache's inotify fd, polled by the ring (multishot) so that a
+ * batch with no change pending costs no read(2): see engine_uring.c.
+ * The step bits of its user_data carry the cache's fd generation the
+ * poll was armed for.
+ */
+enum unotify_state {
+	UN_OFF,	      /* not polled: every batch marks the cache */
+	UN_SUBMITTED, /* the poll is in the SQ or went with the last enter */
+	UN_ARMED,     /* armed before the last enter: its CQEs are news */
+};
+
+struct unotify {
+	uint8_t kind; /* UOP_NOTIFY */
+	uint8_t state;
+	bool usable;  /* DEFER_TASKRUN: task work runs in order, here only */
+	unsigned gen; /* the cache's fd generation the poll watches */
+} __attribute__((aligned(URING_ALIGN)));
+
+#define URING_NOTIFY_GEN_MASK 31u /* below URING_ORPHAN_TAG */
+
 /* What the loop reports up to the transport (uring_conn.c). */
 struct uring_hooks {
 	const struct h1_transport *tp;
@@ -241,6 +263,7 @@ struct uring_worker {
 	unsigned lpoll_armed;
 	bool client_waiting; /* a listener poll fired while no room */
 	struct uticker wake, drain;
+	struct unotify notify;
 	struct uconn *conns; /* live connections */
 	unsigned n_conns;
 	struct uconn *free_conns;

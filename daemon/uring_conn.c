@@ -36,6 +36,11 @@ static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
 		sqe->buf_group = URING_BGID;
 	}
 	sqe->flags |= uw->fl->slot_sqe_flag;
+	/* Never completed inline at submission, always by task work queued
+	 * after its bytes arrived: the inotify poll's CQE then comes first
+	 * (engine_uring.c, notify_arm()). */
+	if (uw->notify.usable)
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
 	uring_track(c, sqe, ST_RECV, 0);
 }
 

@@ -6,6 +6,7 @@ while it is being sent never yields a body that disagrees with its
 Content-Length."""
 
 import os
+import signal
 import socket
 import sys
 
@@ -228,6 +229,28 @@ def many_changes_in_a_row(srv):
             r = get_on(c, "/f/churn.bin")
             eq(r.status, 200, "round %d" % i)
             check(r.body == data, "round %d: stale or mixed body" % i)
+
+
+@orcdtest.case
+def change_after_a_reload(srv):
+    # A reload empties the stat cache and starts a new inotify instance
+    # on the same fd number; the io_uring engines' poll on that fd must
+    # follow it. Each round's directory is made after the reload, so only
+    # the new instance watches it and its file: a poll left on the old
+    # one would hear nothing and the second GET would be stale.
+    n = srv.stderr_text().count("configuration reloaded")
+    srv.signal(signal.SIGHUP)
+    orcdtest.wait_until(
+        lambda: srv.stderr_text().count("configuration reloaded") > n, 10,
+        "the reload to be logged")
+    with srv.conn() as c:
+        for i in range(10):
+            name = "f/after-reload-%d/page.txt" % i
+            srv.write_file(name, b"one %d\n" % i, mtime=OLD)
+            eq(get_on(c, "/" + name).body, b"one %d\n" % i, "round %d" % i)
+            srv.write_file(name, b"two %d\n" % i)
+            eq(get_on(c, "/" + name).body, b"two %d\n" % i,
+               "round %d: after the change" % i)
 
 
 def slow_download(srv, path, size):
