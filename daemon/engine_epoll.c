@@ -15,12 +15,17 @@
  * one sendmsg, a large kept-open file by sendfile. Otherwise the file is
  * opened here, fstat'ed against the facts the head was rendered from (a
  * mismatch is a replan, as a chain's failed open is), sent by sendfile,
- * and offered to the cache. Every recv that returned bytes starts a new
- * batch for the cache: the next lookup reads pending change events first,
- * so a change completed before a request's bytes arrived is seen by that
- * request, as on the io_uring engines. (A mark per turn of the loop was
- * not enough: a recv later in the turn, or a pipelined request planned
- * in the same pass, can hold bytes that arrived after the turn's read.)
+ * and offered to the cache. A turn of the loop is the cache's batch, as a
+ * batch of CQEs is on the io_uring engines: a recv that returns bytes
+ * hands them to the core only after every socket epoll reported in this
+ * turn was read (on_received(), a watcher of the lowest priority, so it
+ * runs after the turn's fd callbacks), and marks the cache first, so the
+ * lookup that plans from them reads pending change events after all of
+ * the turn's bytes were in: a change completed before a request's bytes
+ * arrived is seen by that request, for one read(2) per turn instead of
+ * one per request. (Marking once per turn before the recvs was not
+ * enough: a recv later in the turn, or a pipelined request planned in
+ * the same pass, can hold bytes that arrived after the turn's read.)
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -47,6 +52,10 @@
 /* Bytes sendfile moves per readiness event, so one big download cannot
  * starve the other connections of the worker. */
 #define SENDFILE_CHUNK (1u << 20)
+/* Requests whose bytes wait for the turn's other recvs (on_received())
+ * before they go to the core anyway: each holds a request buffer, and
+ * the core pools 64 of each kind. */
+#define RECEIVED_MAX   32
 /* How long a stopping worker waits for in-flight responses. */
 #define DRAIN_TIMEOUT  10.0
 
@@ -54,6 +63,7 @@
 enum ep_op {
 	OP_NONE,
 	OP_RECV,
+	OP_RECEIVED, /* bytes in, for the core once the turn's recvs are done */
 	OP_RESPOND,
 	OP_LINGER,
 };
@@ -74,6 +84,8 @@ struct ep_conn {
 	bool src_ready;	      /* the body's source is chosen */
 	struct sc_body *body; /* kept bytes (or a kept open file), referenced */
 	int file_fd;	      /* a file opened for this response, or -1 */
+	int received;	      /* OP_RECEIVED: what recv returned */
+	struct ep_conn *next_received;
 };
 
 struct ep_worker {
@@ -85,7 +97,12 @@ struct ep_worker {
 	ev_io wake_io;
 	ev_timer accept_retry;
 	ev_timer drain_timer;
-	ev_timer heartbeat;    /* proves the loop turns, for the watchdog */
+	ev_timer heartbeat; /* proves the loop turns, for the watchdog */
+	ev_idle received_w; /* fed, never started: see on_received() */
+	/* OP_RECEIVED, via next_received: bytes the cache has not been
+	 * marked for yet, and bytes it has. */
+	struct ep_conn *received, *marked;
+	unsigned n_received;   /* on `received` */
 	struct ep_conn *conns; /* all open connections */
 	unsigned n_conns;
 	bool accepting;
@@ -195,11 +212,17 @@ static unsigned conn_cap(const struct ep_worker *ew)
 	return b.cap;
 }
 
+static void received_unlink(struct ep_conn *c);
+static void received_mark(struct ep_worker *ew);
+static bool received_next(struct ep_worker *ew);
+
 static void ep_close(struct h1_conn *h)
 {
 	struct ep_conn *c = ep_of(h);
 	struct ep_worker *ew = c->ew;
 
+	if (c->op == OP_RECEIVED)
+		received_unlink(c);
 	src_release(c);
 	ev_io_stop(ew->loop, &c->io);
 	ev_timer_stop(ew->loop, &c->timer);
@@ -243,12 +266,97 @@ static void do_recv(struct ep_conn *c)
 	n = recv(c->fd, buf, cap, 0);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n > 0)
+	if (n > 0) {
 		/* These bytes may postdate the cache's last read of change
-		 * events: the lookup that plans from them reads again. */
-		stat_cache_batch(c->ew->sc);
+		 * events: they go to the core after the turn's other recvs,
+		 * and the lookup that plans from them reads again. */
+		struct ep_worker *ew = c->ew;
+
+		ev_timer_stop(ew->loop, &c->timer);
+		c->op = OP_RECEIVED;
+		c->received = (int)n;
+		if (!ew->received && !ew->marked)
+			ev_feed_event(ew->loop, &ew->received_w, EV_CUSTOM);
+		c->next_received = ew->received;
+		ew->received = c;
+		if (++ew->n_received >= RECEIVED_MAX) {
+			received_mark(ew);
+			while (received_next(ew))
+				;
+		}
+		return;
+	}
 	c->op = OP_NONE;
 	c->ew->core->received(&c->h1, n < 0 ? -errno : (int)n);
+}
+
+static bool unlink_from(struct ep_conn **pp, struct ep_conn *c)
+{
+	while (*pp && *pp != c)
+		pp = &(*pp)->next_received;
+	if (!*pp)
+		return false;
+	*pp = c->next_received;
+	c->next_received = NULL;
+	return true;
+}
+
+static void received_unlink(struct ep_conn *c)
+{
+	if (unlink_from(&c->ew->received, c))
+		c->ew->n_received--;
+	else
+		unlink_from(&c->ew->marked, c);
+}
+
+/* Every recv so far is in: the cache's next lookup reads change events
+ * first, and their requests may go to the core. */
+static void received_mark(struct ep_worker *ew)
+{
+	struct ep_conn *c;
+
+	if (!ew->received)
+		return;
+	stat_cache_batch(ew->sc);
+	while ((c = ew->received)) {
+		ew->received = c->next_received;
+		c->next_received = ew->marked;
+		ew->marked = c;
+	}
+	ew->n_received = 0;
+}
+
+/* One marked request to the core; false when there was none. */
+static bool received_next(struct ep_worker *ew)
+{
+	struct ep_conn *c = ew->marked;
+
+	if (!c)
+		return false;
+	ew->marked = c->next_received;
+	c->next_received = NULL;
+	c->op = OP_NONE;
+	ew->core->received(&c->h1, c->received);
+	return true;
+}
+
+/*
+ * After the turn's fd callbacks (lowest priority): one batch for the
+ * cache, then the requests' bytes to the core, one connection per call.
+ * It feeds itself again for the next, so the responses just fed (EV_WRITE,
+ * a higher priority) go out in between and hand their buffers back to
+ * the core's pools: 256 requests planned before any was sent held 256
+ * response buffers at once and cost twice the CPU in malloc and page
+ * faults (RECEIVED_MAX bounds the request buffers held the same way).
+ */
+static void on_received(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct ep_worker *ew = w->data;
+
+	(void)revents;
+	received_mark(ew);
+	if (received_next(ew) && ew->marked)
+		ev_feed_event(loop, w, EV_CUSTOM);
 }
 
 static void do_linger(struct ep_conn *c)
@@ -492,6 +600,10 @@ static void conn_fail_op(struct ep_conn *c, int err)
 
 	c->op = OP_NONE;
 	switch (op) {
+	case OP_RECEIVED:
+		received_unlink(c);
+		core->received(&c->h1, err);
+		break;
 	case OP_RECV:
 		core->received(&c->h1, err);
 		break;
@@ -714,6 +826,9 @@ static int epoll_run(struct orcd_worker *w)
 	ew.accept_retry.data = &ew;
 	ev_timer_init(&ew.drain_timer, on_drain_timeout, DRAIN_TIMEOUT, 0.);
 	ew.drain_timer.data = &ew;
+	ev_idle_init(&ew.received_w, on_received);
+	ev_set_priority(&ew.received_w, EV_MINPRI);
+	ew.received_w.data = &ew;
 	ev_timer_init(&ew.heartbeat, on_heartbeat, 0., 1.);
 	ew.heartbeat.data = &ew;
 	ev_timer_start(ew.loop, &ew.heartbeat);

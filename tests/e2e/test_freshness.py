@@ -232,6 +232,27 @@ def many_changes_in_a_row(srv):
 
 
 @orcdtest.case
+def many_connections_after_a_change(srv):
+    # Requests that arrive together are planned after one read of the
+    # change events (epoll: once per turn, or per 32 recvs; io_uring:
+    # when the ring's poll on the inotify fd fired), never before it.
+    conns = [srv.conn() for _ in range(64)]
+    try:
+        for i in range(6):
+            body = b"round %d of many\n" % i
+            srv.write_file("f/many.txt", body)
+            for c in conns:
+                c.send(build_request("GET", "/f/many.txt"))
+            for n, c in enumerate(conns):
+                r = c.read_response()
+                check(r is not None, "round %d: no answer on %d" % (i, n))
+                eq(r.body, body, "round %d, connection %d" % (i, n))
+    finally:
+        for c in conns:
+            c.close()
+
+
+@orcdtest.case
 def change_after_a_reload(srv):
     # A reload empties the stat cache and starts a new inotify instance
     # on the same fd number; the io_uring engines' poll on that fd must
