@@ -488,10 +488,16 @@ static void notify_done(struct uring_worker *uw, unsigned step, int res,
 	if (step != (n->gen & URING_NOTIFY_GEN_MASK) || n->state == UN_OFF)
 		return;
 	if (!(cflags & IORING_CQE_F_MORE)) {
-		/* Ended (CQ full, cancelled): armed again next turn. */
-		if (res < 0 && res != -ECANCELED)
-			log_msg(LOG_WARNING, "worker %u: inotify poll: %s",
+		/* Ended (CQ full, cancelled): armed again next turn. A poll
+		 * the kernel refuses is not tried again: every batch marks
+		 * the cache from now on. */
+		if (res < 0 && res != -ECANCELED) {
+			log_msg(LOG_WARNING,
+				"worker %u: inotify poll: %s; reading it "
+				"after every batch instead",
 				uw->w->id, strerror(-res));
+			n->usable = false;
+		}
 		n->state = UN_OFF;
 	}
 }
