@@ -621,11 +621,12 @@ static int uring_loop(struct uring_worker *uw)
 				data[i] = cqes[i]->user_data;
 				res[i] = cqes[i]->res;
 				flags[i] = cqes[i]->flags;
+				/* A multishot's SQE ends with its last CQE. */
+				uw->cqes += !(flags[i] & IORING_CQE_F_MORE);
 			}
 			/* Give the CQ back before handling, so a kernel
 			 * holding overflowed CQEs can flush them. */
 			io_uring_cq_advance(&uw->ring, n);
-			uw->cqes += n;
 			/* After taking the CQEs: a change made before any of
 			 * these requests was sent is among the events the
 			 * next lookup reads (unless the ring's poll says
@@ -676,8 +677,8 @@ static bool uring_quiesce(struct uring_worker *uw)
 		    r != -EAGAIN)
 			return false;
 		while (io_uring_peek_cqe(&uw->ring, &cqe) == 0) {
+			uw->cqes += !(cqe->flags & IORING_CQE_F_MORE);
 			io_uring_cqe_seen(&uw->ring, cqe);
-			uw->cqes++;
 		}
 	}
 	return true;

@@ -282,9 +282,10 @@ struct uring_worker {
 	struct timerwheel tw;
 	int64_t now_ms; /* CLOCK_MONOTONIC, taken once per loop turn */
 	int fatal;	/* -errno that ends the loop */
-	/* SQEs handed out and CQEs taken (each SQE here ends in exactly
-	 * one CQE: no multishot, no CQE_SKIP): unequal while the kernel may
-	 * still write memory an SQE named. */
+	/* SQEs handed out and CQEs taken that end one (each SQE here ends
+	 * in exactly one CQE without IORING_CQE_F_MORE: the stat cache's
+	 * multishot poll is the only one with more, no CQE_SKIP): unequal
+	 * while the kernel may still write memory an SQE named. */
 	uint32_t sqes, cqes;
 };
 

@@ -274,6 +274,24 @@ def change_after_a_reload(srv):
                "round %d: after the change" % i)
 
 
+@orcdtest.case
+def clean_stop_after_change_events(srv):
+    # The io_uring engines' poll on the inotify fd posts a CQE per change
+    # and stays armed: a worker that stops must still account for every
+    # SQE it submitted (or it waits out its bound and keeps memory).
+    del srv  # a server of its own, to stop it here
+    with orcdtest.Server() as s2:
+        s2.start()
+        with s2.conn() as c:
+            for i in range(8):
+                s2.write_file("f/stop.txt", b"change %d\n" % i)
+                eq(get_on(c, "/f/stop.txt").body, b"change %d\n" % i,
+                   "round %d" % i)
+        s2.stop()
+        check("still in flight" not in s2.stderr_text(),
+              "operations left in flight at exit: " + s2.stderr_text()[-400:])
+
+
 def slow_download(srv, path, size):
     """A GET whose receiver stalls after the head: returns the
     connection and the response head with the body still unread."""
