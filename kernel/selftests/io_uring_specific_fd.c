@@ -20,7 +20,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -358,11 +360,12 @@ static int test_short_read_hardlink(void)
 }
 
 /*
- * DESIGN.md's fact about 6.1: a linked request looks its fd up once at
- * submit time, so if the number still holds an older file then, the read
- * pins that older file even though the chain re-opens the number first.
+ * A linked request looks its fd up when it is issued, after the requests
+ * before it completed: a chain that closes fd Y, opens another file at Y
+ * and reads Y reads the new file, even though Y held the old one when the
+ * chain was submitted.
  */
-static int test_linked_read_pins_old_file(void)
+static int test_linked_read_sees_new_file(void)
 {
 	char a[4200], b[4200], buf[16] = { 0 }, want_a[16], want_b[16];
 	struct open_how_v1 how;
@@ -390,15 +393,241 @@ static int test_linked_read_pins_old_file(void)
 	      "close %d, open %d, read %d, close %d", res[0], res[1], res[2],
 	      res[3]);
 	CHECK(!fd_is_open(fd), "fd %d left open", fd);
-	if (!memcmp(buf, want_b, 16)) {
-		tap_diag("the linked read saw the NEW file: 6.1 does not pin "
-			 "at submit time (DESIGN.md section 1 is wrong)");
-		return TAP_FAIL;
+	CHECK(memcmp(buf, want_a, 16),
+	      "the linked read on fd %d read the file the fd held at submit "
+	      "time, not the one the chain opened", fd);
+	CHECK(!memcmp(buf, want_b, 16), "read neither file's bytes");
+	return TAP_PASS;
+}
+
+/* OPENAT2 with O_CREAT under IOSQE_ASYNC: opened at fd Y by an io-wq worker. */
+static int test_open_async_creat(void)
+{
+	char path[4200], buf[8] = { 0 };
+	char *dir = make_tmpdir();
+	struct open_how_v1 how;
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	int fd = fd_lowest_free(95), res[3] = { NO_CQE, NO_CQE, NO_CQE }, x;
+
+	CHECK(dir, "mkdtemp");
+	snprintf(path, sizeof(path), "%s/created", dir);
+	CHECK(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
+	sqe = prep_open_fd(&ring, path, &how, fd, 0);
+	how.flags = O_RDWR | O_CREAT | O_EXCL | O_SPECIFIC_FD;
+	how.mode = 0600;
+	sqe->flags |= IOSQE_ASYNC | IOSQE_IO_LINK;
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_write(sqe, fd, "async", 5, 0);
+	sqe->user_data = 1;
+	sqe->flags |= IOSQE_IO_LINK;
+	prep_close(&ring, fd, 2);
+	CHECK(io_uring_submit(&ring) == 3, "submit");
+	CHECK(reap(&ring, 3, res, 3) == 0, "missing completions");
+	CHECK(res[0] == fd, "async O_CREAT openat2 at fd %d: %s", fd,
+	      res_str(res[0]));
+	CHECK(res[1] == 5, "write: %s", res_str(res[1]));
+	CHECK(res[2] == 0, "close: %s", res_str(res[2]));
+	CHECK(!fd_is_open(fd), "fd %d left open", fd);
+	x = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(x >= 0 && read(x, buf, sizeof(buf)) == 5 && !memcmp(buf, "async", 5),
+	      "the created file does not hold what was written");
+	close(x);
+	return TAP_PASS;
+}
+
+/*
+ * Is @fd reserved (by an open that has not installed its file)? Probed with
+ * an O_SPECIFIC_FD open of a missing path: EBUSY when reserved, ENOENT when
+ * free, and it never installs anything either way.
+ */
+static int fd_reserved(int fd)
+{
+	int r = open_at_fd("/nonexistent-orcd-probe", O_RDONLY, fd);
+
+	if (r >= 0) {
+		close(r);
+		return -1;
 	}
-	CHECK(!memcmp(buf, want_a, 16), "read neither file's bytes");
-	tap_diag("a linked read on fd %d read the file the fd held at submit "
-		 "time, not the one the chain opened: reuse an fd number only "
-		 "after its previous close completion was reaped", fd);
+	return errno == EBUSY ? 1 : errno == ENOENT ? 0 : -1;
+}
+
+/*
+ * Poll until @fd is reserved (1) or the open completed first (-EBUSY when
+ * it lost the fd to one of the probes, which reserve it for an instant;
+ * -1 otherwise); 0 if neither happened in time.
+ */
+static int wait_reserved(struct io_uring *ring, int fd)
+{
+	struct timespec now, end, pause = { 0, 1000000 };
+	struct io_uring_cqe *cqe;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += WAIT_SECONDS;
+	do {
+		int r = fd_reserved(fd);
+
+		if (r)
+			return r;
+		if (io_uring_peek_cqe(ring, &cqe) == 0) {
+			if (cqe->user_data == 0 && cqe->res == -EBUSY)
+				return -EBUSY;
+			tap_diag("the open completed: %s", res_str(cqe->res));
+			return -1;
+		}
+		nanosleep(&pause, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (now.tv_sec < end.tv_sec ||
+		 (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+	tap_diag("fd %d was not reserved within %d s", fd, WAIT_SECONDS);
+	return 0;
+}
+
+/* Unblock a stuck open so that a failing test can still exit. */
+static void unblock_fifo(const char *fifo)
+{
+	int w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (w >= 0)
+		close(w);
+}
+
+/*
+ * Submit an OPENAT2 of a FIFO without a writer at fd @fd that ends up
+ * blocked in an io-wq worker, followed by a link timeout of @timeout_s
+ * seconds if that is non-zero, and wait until the worker has reserved @fd
+ * and blocks in the open. Returns TAP_PASS with the open blocked, or
+ * TAP_FAIL.
+ *
+ * Without a link timeout the open is forced into io-wq with IOSQE_ASYNC.
+ * With one, it gets there through O_CREAT instead (the FIFO exists, so
+ * O_CREAT only opens it): io_openat2() never tries O_CREAT non-blocking,
+ * so the inline issue returns -EAGAIN and the request is punted. That
+ * matters because 6.1 starts a link timeout's timer after the first issue
+ * of its target returns (io_issue_sqe()): for an IOSQE_ASYNC request that
+ * is the blocking issue in io-wq, so the timeout would only start once the
+ * open is over and could never cancel it.
+ */
+static int start_blocked_open(struct io_uring *ring, char *fifo, size_t len,
+			      int fd, long long timeout_s)
+{
+	static struct __kernel_timespec ts;
+	static struct open_how_v1 how;
+	char *dir = make_tmpdir();
+	struct io_uring_sqe *sqe;
+	int tries, n = timeout_s ? 2 : 1, r = 0, res[2];
+
+	CHECK(dir, "mkdtemp");
+	snprintf(fifo, len, "%s/fifo", dir);
+	CHECK(mkfifo(fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
+	for (tries = 0; tries < 10; tries++) {
+		sqe = prep_open_fd(ring, fifo, &how, fd, 0);
+		if (!timeout_s)
+			sqe->flags |= IOSQE_ASYNC;
+		if (timeout_s) {
+			how.flags |= O_CREAT;
+			how.mode = 0600;
+			sqe->flags |= IOSQE_IO_LINK;
+			ts.tv_sec = timeout_s;
+			sqe = io_uring_get_sqe(ring);
+			io_uring_prep_link_timeout(sqe, &ts, 0);
+			sqe->user_data = 1;
+		}
+		CHECK(io_uring_submit(ring) == n, "submit");
+		r = wait_reserved(ring, fd);
+		if (r != -EBUSY)
+			break;
+		/* a probe held the fd when the worker tried: again */
+		CHECK(reap(ring, n, res, 2) == 0, "completions of a lost race");
+	}
+	if (r != 1) {
+		unblock_fifo(fifo);
+		CHECK(0, "the open blocked in io-wq does not hold fd %d", fd);
+	}
+	return TAP_PASS;
+}
+
+/* After a cancelled open: nothing at @fd, not reserved, no fd leaked. */
+static int check_released(int fd, int count, const char *fifo)
+{
+	int w;
+
+	CHECK(!fd_is_open(fd), "fd %d installed by a cancelled open", fd);
+	CHECK(fd_reserved(fd) == 0, "fd %d still reserved after the cancel", fd);
+	CHECK(fd_count() == count, "fd count %d -> %d", count, fd_count());
+	/* no reader is left behind on the FIFO either */
+	w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	CHECK(w < 0 && errno == ENXIO,
+	      "a writer found a reader on the FIFO after the cancel (%s)",
+	      w < 0 ? strerror(errno) : "opened");
+	return TAP_PASS;
+}
+
+static int test_cancel_blocked_open(void)
+{
+	char fifo[4200];
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	int fd = fd_lowest_free(110), res[2] = { NO_CQE, NO_CQE }, count;
+
+	CHECK(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
+	count = fd_count();
+	if (start_blocked_open(&ring, fifo, sizeof(fifo), fd, 0))
+		return TAP_FAIL;
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_cancel64(sqe, 0, 0);
+	sqe->user_data = 1;
+	CHECK(io_uring_submit(&ring) == 1, "submit the cancel");
+	if (reap(&ring, 2, res, 2)) {
+		unblock_fifo(fifo);
+		tap_diag("open: %s", res_str(res[0]));
+		CHECK(0, "cancel: %s", res_str(res[1]));
+	}
+	tap_diag("blocked open: %s", res_str(res[0]));
+	tap_diag("ASYNC_CANCEL: %s", res_str(res[1]));
+	CHECK(res[0] < 0, "the open was not cancelled: %s", res_str(res[0]));
+	CHECK(res[1] == 0 || res[1] == -EALREADY, "ASYNC_CANCEL: %s",
+	      res_str(res[1]));
+	return check_released(fd, count, fifo);
+}
+
+static int test_link_timeout_blocked_open(void)
+{
+	char fifo[4200];
+	struct io_uring ring;
+	int fd = fd_lowest_free(120), res[2] = { NO_CQE, NO_CQE }, count;
+
+	CHECK(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
+	count = fd_count();
+	/* long enough for the worker to get there even under KASAN and TCG */
+	if (start_blocked_open(&ring, fifo, sizeof(fifo), fd, 5))
+		return TAP_FAIL;
+	if (reap(&ring, 2, res, 2)) {
+		unblock_fifo(fifo);
+		tap_diag("open: %s", res_str(res[0]));
+		CHECK(0, "link timeout: %s", res_str(res[1]));
+	}
+	tap_diag("blocked open: %s", res_str(res[0]));
+	tap_diag("link timeout: %s", res_str(res[1]));
+	CHECK(res[0] < 0, "the open was not cancelled: %s", res_str(res[0]));
+	return check_released(fd, count, fifo);
+}
+
+/* A 24-byte open_how has no fd field: O_SPECIFIC_FD with it is EINVAL. */
+static int test_openat2_ver0_flag(void)
+{
+	struct open_how_v1 how;
+	struct io_uring ring;
+	int res[1] = { NO_CQE };
+
+	close(0);
+	CHECK(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
+	prep_open_fd(&ring, "/dev/null", &how, 0, 0)->len = OPEN_HOW_SIZE_V0;
+	CHECK(io_uring_submit(&ring) == 1, "submit");
+	CHECK(reap(&ring, 1, res, 1) == 0, "missing completion");
+	CHECK(res[0] == -EINVAL, "OPENAT2, 24-byte open_how, O_SPECIFIC_FD: %s",
+	      res_str(res[0]));
+	CHECK(!fd_is_open(0), "fd 0 was opened");
 	return TAP_PASS;
 }
 
@@ -788,8 +1017,16 @@ static const struct tap_test tests[] = {
 	  test_short_read_link, HAVE_URING_OPEN_FD },
 	{ "under IOSQE_IO_HARDLINK the close still runs after a short read",
 	  test_short_read_hardlink, HAVE_URING_OPEN_FD },
-	{ "a linked read pins the file its fd held at submit time",
-	  test_linked_read_pins_old_file, HAVE_URING_OPEN_FD },
+	{ "close(Y) -> open(Y) -> read(Y) in one chain reads the new file",
+	  test_linked_read_sees_new_file, HAVE_URING_OPEN_FD },
+	{ "an O_CREAT open at a chosen fd forced through io-wq (IOSQE_ASYNC)",
+	  test_open_async_creat, HAVE_URING_OPEN_FD },
+	{ "ASYNC_CANCEL of an open blocked in io-wq releases its reserved fd",
+	  test_cancel_blocked_open, HAVE_URING_OPEN_FD },
+	{ "a link timeout on an open blocked in io-wq releases its reserved fd",
+	  test_link_timeout_blocked_open, HAVE_URING_OPEN_FD },
+	{ "OPENAT2 with a 24-byte open_how and O_SPECIFIC_FD is EINVAL",
+	  test_openat2_ver0_flag, HAVE_URING_OPEN_FD },
 	{ "OPENAT2 O_SPECIFIC_FD together with a direct file_index is EINVAL",
 	  test_open_fd_with_file_index, HAVE_URING_OPEN_FD },
 	{ "IORING_OP_OPENAT ignores O_SPECIFIC_FD like openat()",

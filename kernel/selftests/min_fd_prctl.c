@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -399,6 +400,72 @@ static int test_fork_inherits(void)
 	return TAP_PASS;
 }
 
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1U << 1)
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+/*
+ * In a thread that shares the table (CLONE_FILES), take a private copy the
+ * way @how says, then report what the copy's minimum and first
+ * lowest-available open are, and raise the copy's minimum by 5.
+ */
+struct unshare_result {
+	const char *how;
+	long err, min, raise_old;
+	int fd;
+};
+
+static void *unshare_and_look(void *p)
+{
+	struct unshare_result *r = p;
+
+	if (!strcmp(r->how, "unshare"))
+		r->err = unshare(CLONE_FILES);
+	else
+		r->err = syscall(SYS_close_range, 100000U, ~0U,
+				 CLOSE_RANGE_UNSHARE);
+	if (r->err) {
+		r->err = errno;
+		return NULL;
+	}
+	r->min = min_fd_query();
+	r->fd = open("/dev/null", O_RDONLY);
+	r->raise_old = min_fd_raise(5);
+	return NULL;
+}
+
+static int check_unshare(const char *how)
+{
+	struct unshare_result r = { .how = how, .fd = -1 };
+	long before = min_fd_query();
+	pthread_t th;
+
+	CHECK(pthread_create(&th, NULL, unshare_and_look, &r) == 0, "thread");
+	pthread_join(th, NULL);
+	CHECK(!r.err, "%s: %s", how, strerror((int)r.err));
+	CHECK(r.min == before, "after %s the copy's minimum is %ld, wanted %ld",
+	      how, r.min, before);
+	CHECK_LOWEST(how, r.fd, before);
+	CHECK(r.raise_old == before, "raising the copy's minimum returned %ld",
+	      r.raise_old);
+	CHECK(min_fd_query() == before,
+	      "after %s the copy's increase reached the original table: %ld",
+	      how, min_fd_query());
+	return TAP_PASS;
+}
+
+static int test_unshare_inherits(void)
+{
+	CHECK(min_fd_raise(25) == 0, "prctl: %s", strerror(errno));
+	if (check_unshare("unshare"))
+		return TAP_FAIL;
+	CHECK(min_fd_raise(10) == 25, "prctl: %s", strerror(errno));
+	return check_unshare("close_range(CLOSE_RANGE_UNSHARE)");
+}
+
 /* Run in the program exec'd by test_exec_resets. */
 static int exec_check(void)
 {
@@ -473,6 +540,8 @@ static const struct tap_test tests[] = {
 	{ "concurrent increases are atomic", test_atomic, HAVE_MIN_FD },
 	{ "fork inherits the minimum; the child's changes stay in the child",
 	  test_fork_inherits, HAVE_MIN_FD },
+	{ "unshare(CLONE_FILES) and close_range(CLOSE_RANGE_UNSHARE) copy the minimum",
+	  test_unshare_inherits, HAVE_MIN_FD },
 	{ "execve resets the minimum and the next-fd hint", test_exec_resets,
 	  HAVE_MIN_FD },
 };

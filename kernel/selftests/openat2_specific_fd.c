@@ -303,6 +303,38 @@ static int test_einval(void)
 	return TAP_PASS;
 }
 
+/*
+ * A 24-byte (version-0) open_how has no fd field: O_SPECIFIC_FD with it is
+ * EINVAL, not "fd 0" read from the zero-filled tail. fd 0 is closed here
+ * so that such a kernel would visibly open there.
+ */
+static int test_ver0_with_flag(void)
+{
+	struct open_how_v1 how = { .flags = O_RDONLY | O_SPECIFIC_FD };
+	int count, r, r2;
+
+	close(0);
+	count = fd_count();
+	r = sys_openat2(AT_FDCWD, "/dev/null", &how, OPEN_HOW_SIZE_V0);
+	CHECK(r < 0 && errno == EINVAL,
+	      "24-byte open_how with O_SPECIFIC_FD: returned %d (%s)", r,
+	      r < 0 ? strerror(errno) : "an fd");
+	CHECK(!fd_is_open(0), "fd 0 was opened");
+	/* any size short of the fd field counts as version 0 */
+	how.fd = SPECIFIC_FD_ANY;
+	r2 = sys_openat2(AT_FDCWD, "/dev/null", &how, OPEN_HOW_SIZE_V0);
+	CHECK(r2 < 0 && errno == EINVAL,
+	      "24-byte open_how with the flag and fd (u32)-1 beyond it: %d (%s)",
+	      r2, r2 < 0 ? strerror(errno) : "an fd");
+	CHECK(fd_count() == count, "fd count changed");
+	/* the same struct at 32 bytes opens at fd 0 */
+	how.fd = 0;
+	r = sys_openat2(AT_FDCWD, "/dev/null", &how, OPEN_HOW_SIZE_V1);
+	CHECK(r == 0, "32-byte open_how at fd 0: %d (%s)", r,
+	      r < 0 ? strerror(errno) : "wrong fd");
+	return TAP_PASS;
+}
+
 static int test_getfl(void)
 {
 	int w = fd_lowest_free(80), ref, fd, fl, ref_fl;
@@ -401,6 +433,8 @@ static const struct tap_test tests[] = {
 	{ "fd (u32)-1 means lowest available", test_any_fd, HAVE_OPENAT2_FD },
 	{ "EINVAL: non-zero __padding, or non-zero fd without the flag",
 	  test_einval, HAVE_OPENAT2_FD },
+	{ "a 24-byte (version-0) open_how with O_SPECIFIC_FD is EINVAL",
+	  test_ver0_with_flag, HAVE_OPENAT2_FD },
 	{ "F_GETFL never shows O_SPECIFIC_FD", test_getfl, HAVE_OPENAT2_FD },
 	{ "O_CLOEXEC applies to the chosen fd", test_cloexec, HAVE_OPENAT2_FD },
 	{ "a failed open (ENOENT) releases the chosen fd",

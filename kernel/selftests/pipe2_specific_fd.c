@@ -117,6 +117,22 @@ static int test_any_end(void)
 	return check_pipe_works(fds[0], fds[1]);
 }
 
+/*
+ * {-1, Y} with Y the lowest free fd: the named write end must be reserved
+ * first, or the read end takes Y and the call fails with EBUSY.
+ */
+static int test_named_end_first(void)
+{
+	int y = fd_lowest_free(0), r = fd_lowest_free(y + 1);
+	int fds[2] = { -1, y };
+
+	CHECK(pipe2(fds, O_SPECIFIC_FD) == 0,
+	      "{-1,%d} with %d the lowest free fd: %s", y, y, strerror(errno));
+	CHECK(fds[0] == r && fds[1] == y, "{-1,%d} gave {%d,%d}, wanted {%d,%d}",
+	      y, fds[0], fds[1], r, y);
+	return check_pipe_works(fds[0], fds[1]);
+}
+
 static int test_flags_combine(void)
 {
 	int r = fd_lowest_free(160), w = fd_lowest_free(r + 1);
@@ -208,6 +224,8 @@ static const struct tap_test tests[] = {
 	  test_open_end_ebusy, HAVE_PIPE2_FD },
 	{ "-1 picks the lowest available fd for that end", test_any_end,
 	  HAVE_PIPE2_FD },
+	{ "{-1,Y} with Y the lowest free fd: the named end is reserved first",
+	  test_named_end_first, HAVE_PIPE2_FD },
 	{ "O_CLOEXEC and O_NONBLOCK combine with O_SPECIFIC_FD",
 	  test_flags_combine, HAVE_PIPE2_FD },
 	{ "an end at RLIMIT_NOFILE fails, EFAULT for a bad array; nothing leaks",

@@ -364,9 +364,14 @@ static int test_efault(void)
 	CHECK(n == -EFAULT, "PROT_NONE path gave %ld", n);
 	n = rf(AT_FDCWD, (const char *)-4096L, buf_b, 100, 0);
 	CHECK(n == -EFAULT, "kernel address as path gave %ld", n);
-	/* the buffer is checked after the open: a missing file still wins */
+	/* the buffer is checked before the open: it wins over a missing file */
 	n = rf(AT_FDCWD, "/nonexistent", none, 100, 0);
-	CHECK(n == -ENOENT, "missing file with a bad buffer gave %ld", n);
+	CHECK(n == -EFAULT, "missing file with a bad buffer gave %ld", n);
+	n = rf(AT_FDCWD, "/nonexistent", NULL, 100, 0);
+	CHECK(n == -EFAULT, "missing file with a NULL buffer gave %ld", n);
+	/* a good first page is enough to get to the open */
+	n = rf(AT_FDCWD, "/nonexistent", buf_b, 100, 0);
+	CHECK(n == -ENOENT, "missing file with a good buffer gave %ld", n);
 	CHECK(fd_count() == count, "fd count %d -> %d", count, fd_count());
 	/* and the calls still work afterwards */
 	CHECK(rf(AT_FDCWD, "/proc/version", buf_b, BUFSZ, 0) > 0, "after");
@@ -374,6 +379,51 @@ static int test_efault(void)
 }
 
 /* No fd is ever allocated: works with the fd table full, leaves no trace. */
+/*
+ * A bad buffer fails before the open: readfile() of a FIFO that has no
+ * writer must return EFAULT at once instead of blocking in the open. The
+ * call runs in a child; if it is still blocked after WAIT_S the FIFO gets
+ * a writer so that the child can finish, and the test fails.
+ */
+#define WAIT_S 20
+
+static int test_bad_buffer_before_open(void)
+{
+	char fifo[4200], *dir = make_tmpdir();
+	struct timespec pause = { 0, 1000000 };
+	int status, waited_ms = 0, w;
+	pid_t pid, r;
+
+	CHECK(dir, "mkdtemp");
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	CHECK(mkfifo(fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0)
+		_exit(rf(AT_FDCWD, fifo, NULL, 100, 0) == -EFAULT ? 0 : 1);
+	while ((r = waitpid(pid, &status, WNOHANG)) == 0 &&
+	       waited_ms < WAIT_S * 1000) {
+		nanosleep(&pause, NULL);
+		waited_ms++;
+	}
+	if (r == 0) {
+		w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		waitpid(pid, &status, 0);
+		if (w >= 0)
+			close(w);
+		CHECK(0, "readfile() of a writerless FIFO with a NULL buffer "
+		      "blocked in the open (still there after %d s)", WAIT_S);
+	}
+	CHECK(r == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "readfile() of a FIFO with a NULL buffer did not fail with EFAULT");
+	/* and nobody opened the FIFO for reading meanwhile */
+	w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	CHECK(w < 0 && errno == ENXIO, "the FIFO has a reader (%s)",
+	      w < 0 ? strerror(errno) : "opened");
+	return TAP_PASS;
+}
+
 static int test_no_fd_used(void)
 {
 	struct rlimit rl;
@@ -533,6 +583,8 @@ static const struct tap_test tests[] = {
 	  HAVE_READFILE },
 	{ "bad buffer and path pointers are EFAULT, nothing leaks",
 	  test_efault, HAVE_READFILE },
+	{ "a bad buffer is EFAULT before the open: no blocking on a FIFO",
+	  test_bad_buffer_before_open, HAVE_READFILE },
 	{ "no fd is used: fd table unchanged, works at RLIMIT_NOFILE",
 	  test_no_fd_used, HAVE_READFILE },
 	{ "fork during concurrent readfile(): no child ever sees an fd",
