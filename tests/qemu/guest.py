@@ -53,13 +53,18 @@ def free_port():
     return port
 
 
-def build_kernel(unpatched=False):
-    """bzImage path from kernel/build.sh (cheap when up to date)."""
+def build_kernel(unpatched=False, debug=False):
+    """bzImage path from kernel/build.sh (cheap when up to date).
+
+    debug: the patched kernel with kernel/config/debug.config (KASAN,
+    lockdep, KFENCE, DEBUG_ATOMIC_SLEEP)."""
     if os.environ.get("ORCD_KERNEL_PATCHED") and not unpatched:
         return os.environ["ORCD_KERNEL_PATCHED"]
     args = [os.path.join(ROOT, "kernel", "build.sh")]
     if unpatched:
         args.append("--unpatched")
+    if debug:
+        args.append("--debug")
     out = run(args, stdout=subprocess.PIPE).stdout.strip().splitlines()
     return out[-1]
 
