@@ -6,10 +6,11 @@
  *
  * Allocation and free are O(1) on a preallocated stack; nothing allocates
  * after slots_init(). A slot goes back only when the close of whatever
- * was installed there has completed: 6.1 looks a linked request's fd up
- * once at submit time, so a number reused early binds the new chain to
- * the old file. The allocator cannot see closes; it trusts its caller and
- * refuses double frees.
+ * was installed there has completed, or the next chain's open of that
+ * number fails with EBUSY. (Stock 6.1 also looked a linked request's fd up
+ * at submit time, which bound a chain reusing a number too early to the
+ * old file; the series' patch 4 removed that lookup.) The allocator cannot
+ * see closes; it trusts its caller and refuses double frees.
  *
  * Waiters: a caller that finds the range exhausted queues a slot_waiter;
  * the next slots_free() hands the freed number straight to the oldest
