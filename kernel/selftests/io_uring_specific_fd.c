@@ -620,8 +620,9 @@ static int test_openat2_ver0_flag(void)
 	struct io_uring ring;
 	int res[1] = { NO_CQE };
 
-	close(0);
+	/* the ring first, or its own fd would be the lowest free one: 0 */
 	CHECK(io_uring_queue_init(8, &ring, 0) == 0, "io_uring_queue_init");
+	close(0);
 	prep_open_fd(&ring, "/dev/null", &how, 0, 0)->len = OPEN_HOW_SIZE_V0;
 	CHECK(io_uring_submit(&ring) == 1, "submit");
 	CHECK(reap(&ring, 1, res, 1) == 0, "missing completion");
