@@ -230,7 +230,10 @@ static void make_room(struct uring_worker *uw)
 		uw->client_waiting = false;
 	else if (!uw->client_waiting)
 		listen_poll_arm(uw);
-	if (uw->client_waiting && !uw->hw.n_shedding && uw->hw.n_idle)
+	/* The last batch is done only when its closes have come back:
+	 * its recvs' cancels complete a turn before the slots do. */
+	if (uw->client_waiting && !uw->hw.n_shedding && !uw->n_closing &&
+	    uw->hw.n_idle)
 		uw->core->shed(&uw->hw);
 }
 
@@ -717,7 +720,6 @@ static bool uring_cleanup(struct uring_worker *uw)
 		free(uw->br);
 		free(uw->br_bufs);
 		free(uw->acc);
-		free(uw->lpoll);
 	}
 	slots_destroy(&uw->slots);
 	return quiet;
@@ -733,7 +735,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 						   ~(size_t)(URING_ALIGN - 1));
 	struct conn_budget budget;
 	int base, r;
-	unsigned n;
+	unsigned n, n_acc;
 
 	if (!uw)
 		return -ENOMEM;
@@ -811,32 +813,27 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->hw.lookup.ctx = uw->sc;
 	uw->hw.lookup.readable = stat_cache_readable_cb;
 	uw->hw.lookup_forget = stat_cache_forget_cb;
-	uw->n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
-	uw->acc = aligned_alloc(URING_ALIGN, uw->n_acc * sizeof(*uw->acc));
-	if (!uw->acc) {
-		if (uring_cleanup(uw))
-			free(uw);
-		return -ENOMEM;
-	}
-	uw->lpoll = aligned_alloc(URING_ALIGN,
-				  ORCD_MAX_LISTEN * sizeof(*uw->lpoll));
-	if (!uw->lpoll) {
-		if (uring_cleanup(uw))
-			free(uw);
-		return -ENOMEM;
-	}
 	for (unsigned i = 0; i < ORCD_MAX_LISTEN; i++) {
 		memset(&uw->lpoll[i], 0, sizeof(uw->lpoll[i]));
 		uw->lpoll[i].kind = UOP_LISTEN;
 		uw->lpoll[i].lfd = i < w->n_listen ? w->listen_fds[i] : -1;
 	}
-	for (unsigned i = 0; i < uw->n_acc; i++) {
+	n_acc = w->n_listen * (w->cfg->accepts ? w->cfg->accepts : 1);
+	uw->acc = aligned_alloc(URING_ALIGN, n_acc * sizeof(*uw->acc));
+	if (!uw->acc) {
+		/* n_acc stays 0: cleanup has no acceptors to look at. */
+		if (uring_cleanup(uw))
+			free(uw);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < n_acc; i++) {
 		memset(&uw->acc[i], 0, sizeof(uw->acc[i]));
 		uw->acc[i].kind = UOP_ACCEPT;
 		uw->acc[i].uw = uw;
 		uw->acc[i].lfd = w->listen_fds[i % w->n_listen];
 		uw->acc[i].slot = -1;
 	}
+	uw->n_acc = n_acc;
 	wake_arm(uw);
 	if (server_stopping(w))
 		begin_stop(uw);

@@ -259,13 +259,14 @@ struct uring_worker {
 	struct uacceptor *acc;
 	unsigned n_acc; /* acceptors (cfg->accepts x listeners) */
 	unsigned acc_armed;
-	struct ulisten *lpoll; /* one per listener */
+	struct ulisten lpoll[ORCD_MAX_LISTEN]; /* one per listener */
 	unsigned lpoll_armed;
 	bool client_waiting; /* a listener poll fired while no room */
 	struct uticker wake, drain;
 	struct unotify notify;
 	struct uconn *conns; /* live connections */
 	unsigned n_conns;
+	unsigned n_closing; /* connections whose socket close is in flight */
 	struct uconn *free_conns;
 	/* Provided-buffer ring for recvs with nothing buffered yet, so an
 	 * idle keep-alive connection holds no buffer (5.19+; else each

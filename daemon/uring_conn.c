@@ -179,6 +179,7 @@ static void ur_close(struct h1_conn *h)
 	/* The core's part is released from here on, even while the close
 	 * waits for SQ room. */
 	c->state = CS_CLOSING;
+	c->uw->n_closing++;
 	close_sock(c);
 }
 
@@ -264,6 +265,7 @@ static void closing_done(struct uconn *c)
 		log_msg(LOG_ERR, "worker %u: close of socket slot %d: %s",
 			uw->w->id, c->sock, strerror(-r));
 	c->sock = -1;
+	uw->n_closing--;
 	uconn_free(c);
 	uring_slot_freed(uw, sock);
 }

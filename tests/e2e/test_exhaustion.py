@@ -119,6 +119,11 @@ def oldest_idle_close_first():
                 sum(eof(c) for c in clients) else None,
                 DEADLINE, "the closes and the counter to agree")
             check(len(closed) >= 101, "only %d closed" % len(closed))
+            # One batch (an eighth of the idle, 12 here) per wait: 101
+            # newcomers need 101 closes, the last batch at most 11 more.
+            check(len(closed) <= 101 + 11,
+                  "%d closed for 101 newcomers: a batch went while the "
+                  "last one's closes were in flight" % len(closed))
             # Oldest first: every closed one is older than every open one.
             eq(closed, list(range(len(closed))), "closed connections")
             # The survivors are still served on their connection.
