@@ -347,6 +347,42 @@ class Orcd:
                 pass
         return sorted(inodes)
 
+    def socket_of(self, conn):
+        """orcd's end of a client connection, as the inode of the socket
+        whose peer is conn's local address; None if orcd holds none."""
+        port = conn.sock.getsockname()[1]
+        held = set()
+        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
+            try:
+                held.add(os.readlink("/proc/%d/fd/%s" % (self.proc.pid,
+                                                          name)))
+            except OSError:
+                pass
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    next(f)
+                    for line in f:
+                        cols = line.split()
+                        if int(cols[2].rsplit(":", 1)[1], 16) == port and \
+                                "socket:[%s]" % cols[9] in held:
+                            return cols[9]
+            except OSError:
+                pass
+        return None
+
+    def holds_socket(self, inode):
+        """Whether any of orcd's fds is the socket with this inode."""
+        want = "socket:[%s]" % inode
+        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (self.proc.pid,
+                                                    name)) == want:
+                    return True
+            except OSError:
+                pass
+        return False
+
     def _answers(self):
         if self.proc.poll() is not None:
             raise TestFailure("orcd exited with %d at start-up: %s"
