@@ -131,6 +131,7 @@ struct uconn {
 	bool file_open; /* open succeeded, close not completed */
 	bool cancel_sent;
 	bool cancel_wanted; /* a deferred recv was cancelled */
+	bool shut;	    /* a shutdown of the socket was submitted */
 	struct uring_worker *uw;
 	struct uconn *prev, *next; /* live list */
 	int sock;		   /* slot of the socket */

@@ -157,10 +157,20 @@ static void ur_cancel(struct h1_conn *h)
 
 /* ---- closing ---- */
 
+/*
+ * A direct descriptor's close removes it from the table, but 6.1 puts the
+ * file only once every request submitted before the removal has completed
+ * (its resource nodes): with other connections' recvs waiting, a socket
+ * closed for idleness or to make room sent no FIN for as long as they
+ * waited. A shutdown first sends the FIN at once; hard-linked, the close
+ * follows whatever it returns. A lingering close has shut it down already,
+ * and `specific`'s close of a real fd puts the file itself.
+ */
 static void close_sock(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
-	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+	bool shut_first = !uw->fl->real_fds && !c->shut;
+	struct io_uring_sqe *sqe = uring_sqe(uw, shut_first ? 2 : 1);
 
 	if (!sqe) {
 		uring_defer(c, close_sock);
@@ -168,6 +178,13 @@ static void close_sock(struct uconn *c)
 	}
 	uring_batch_begin(c);
 	c->state = CS_CLOSING;
+	if (shut_first) {
+		io_uring_prep_shutdown(sqe, c->sock, SHUT_RDWR);
+		sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_HARDLINK;
+		uring_track(c, sqe, ST_SHUTDOWN, 0);
+		c->shut = true;
+		sqe = uring_sqe_more(uw);
+	}
 	uw->fl->prep_close(sqe, c->sock);
 	uring_track(c, sqe, ST_CLOSE_SOCK, 0);
 }
@@ -213,6 +230,7 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 		io_uring_prep_shutdown(sqe, c->sock, SHUT_WR);
 		sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
 		uring_track(c, sqe, ST_SHUTDOWN, 0);
+		c->shut = true;
 		sqe = uring_sqe_more(uw);
 	}
 	prep_recv(c, sqe, buf, cap);

@@ -113,16 +113,6 @@ def oldest_idle_close_first():
             # Twice as many: each newcomer is served, idle ones make room.
             for i in range(100, 201):
                 clients.append(served(srv, what="client %d" % i))
-            if srv.forwarded and orcdtest.ENGINE == "direct":
-                # Every newcomer was served, but in the 6.1 guest the
-                # closed direct sockets' FINs do not reach these clients
-                # within the deadline (`specific`'s real fds do, and so
-                # does `direct` on the host's newer kernel, which checks
-                # the order). Likely 6.1's resource nodes: a removed
-                # direct file is put only after the requests submitted
-                # before its removal, here the idle recvs, complete.
-                raise orcdtest.Skip("6.1 holds a closed direct socket "
-                                    "while older recvs are in flight")
             closed = wait_until(
                 lambda: [i for i, c in enumerate(clients) if eof(c)]
                 if metric(port, "orcd_idle_closed_total") ==
