@@ -183,5 +183,35 @@ def slow_client_does_not_hold_the_page(srv):
           % out["cut"])
 
 
+def proc_cpu_seconds(pid):
+    """utime + stime of the whole process from /proc, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@orcdtest.case
+def process_cpu_seconds_match_proc(srv):
+    # Benchmarks read the process's CPU time from the page where /proc is
+    # out of reach (a server in a QEMU guest): it must be what /proc says.
+    deadline = time.monotonic() + 10
+    while proc_cpu_seconds(srv.proc.pid) < 0.05:
+        check(time.monotonic() < deadline, "orcd used no CPU for 10s of "
+              "requests")
+        for _ in range(50):
+            srv.get("/hello.txt")
+    # /proc truncates utime and stime to clock ticks, each on its own.
+    tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    before = proc_cpu_seconds(srv.proc.pid)
+    body = ask(srv, b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n").body
+    after = proc_cpu_seconds(srv.proc.pid)
+    m = re.search(rb"^process_cpu_seconds_total ([0-9.]+)$", body, re.M)
+    check(m is not None, "no process_cpu_seconds_total in the page")
+    got = float(m.group(1))
+    check(before <= got <= after + 2 * tick,
+          "process_cpu_seconds_total %.3f, /proc said %.3f before and %.3f "
+          "after" % (got, before, after))
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run(Server))

@@ -24,7 +24,7 @@ class Server(orcdtest.Orcd):
         for line in body.splitlines():
             if line and not line.startswith("#"):
                 name, _, value = line.rpartition(" ")
-                out[name] = int(value)
+                out[name] = int(float(value))
         return out
 
 

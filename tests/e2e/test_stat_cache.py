@@ -32,7 +32,7 @@ class Server(orcdtest.Orcd):
         for line in r.body.decode().splitlines():
             if line and not line.startswith("#"):
                 name, value = line.rsplit(" ", 1)
-                out[name] = int(value)
+                out[name] = int(float(value))
         return out
 
 

@@ -87,7 +87,7 @@ class Server(orcdtest.Orcd):
             if line.startswith("#") or not line.strip():
                 continue
             name, _, value = line.rpartition(" ")
-            out[name] = int(value)
+            out[name] = int(float(value))
         return out
 
     def settled(self, base):

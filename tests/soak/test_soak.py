@@ -484,7 +484,7 @@ class Soak(orcdtest.Orcd):
         for line in r.body.decode().splitlines():
             if line and not line.startswith("#"):
                 name, _, value = line.rpartition(" ")
-                out[name] = int(value)
+                out[name] = int(float(value))
         return out
 
     def rss(self):
