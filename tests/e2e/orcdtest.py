@@ -247,6 +247,39 @@ class Conn:
         self.close()
 
 
+class Metrics(dict):
+    """orcd's metrics page as {series: value}, a series named as the page
+    prints it, labels included: 'orcd_stat_cache_total{result="hit"}'."""
+
+    def __missing__(self, series):
+        raise TestFailure("no %s in the metrics page" % series)
+
+    def total(self, name):
+        """A metric summed over its labels."""
+        return sum(v for k, v in self.items()
+                   if k == name or k.startswith(name + "{"))
+
+
+def read_metrics(port, timeout=10.0):
+    """The metrics page orcd serves on its metrics_listen port (the
+    forwarded port when orcd runs in the QEMU guest). Returns once orcd
+    has closed the page's connection: callers count orcd's fds next."""
+    with Conn(("127.0.0.1", port), timeout=timeout) as c:
+        c.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\n"
+               b"Connection: close\r\n\r\n")
+        r = c.read_response()
+        check(r is not None and r.status == 200,
+              "metrics page on port %d: %r" % (port, r))
+        check(c.closed_by_peer(timeout),
+              "metrics page on port %d: connection left open" % port)
+    out = Metrics()
+    for line in r.body.decode().splitlines():
+        if line and not line.startswith("#"):
+            series, _, value = line.rpartition(" ")
+            out[series] = int(value)
+    return out
+
+
 def http_date(t):
     """IMF-fixdate for a POSIX time."""
     return email.utils.formatdate(t, usegmt=True)
@@ -276,8 +309,12 @@ def build_request(method, path, headers=None, version="1.1", host=True):
 class Orcd:
     """A running orcd (or a remote one when ORCD_REMOTE is set)."""
 
-    def __init__(self, engine=None, conf="", args=(), site=True):
+    def __init__(self, engine=None, conf="", args=(), site=True,
+                 metrics=False):
         self.engine = engine or ENGINE
+        # metrics=True: the metrics page on a port of its own, read by
+        # metrics().
+        self.metrics_port = free_port() if metrics else None
         self.tmp = tempfile.mkdtemp(prefix="orcd-e2e-")
         self.root = os.path.join(self.tmp, "root")
         os.makedirs(self.root)
@@ -301,6 +338,9 @@ class Orcd:
             f.write("engine %s;\n" % self.engine)
             f.write("threads 1;\n")
             f.write("access_log %s;\n" % self.access_log)
+            if self.metrics_port is not None:
+                f.write("metrics on;\nmetrics_listen 127.0.0.1:%d;\n"
+                        % self.metrics_port)
             f.write(extra)
 
     def start(self):
@@ -494,6 +534,15 @@ class Orcd:
 
     def conn(self, timeout=10.0, rcvbuf=None):
         return Conn(self.addr, timeout, rcvbuf)
+
+    def metrics(self):
+        """orcd's counters and gauges now (a Metrics)."""
+        check(self.metrics_port is not None, "orcd has no metrics=True")
+        try:
+            return read_metrics(self.metrics_port)
+        except TestFailure as e:
+            raise TestFailure("%s; orcd's log ends:\n%s"
+                              % (e, self.stderr_text()[-2000:]))
 
     def get(self, path, headers=None, method="GET", version="1.1"):
         with self.conn() as c:

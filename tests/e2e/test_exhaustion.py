@@ -22,21 +22,6 @@ DEADLINE = 10.0
 BIG = 32 << 20  # more than loopback's socket buffers hold
 
 
-def metrics_conf():
-    port = orcdtest.free_port()
-    return port, "metrics on;\nmetrics_listen 127.0.0.1:%d;\n" % port
-
-
-def metric(port, name):
-    with orcdtest.Conn(("127.0.0.1", port), timeout=5) as c:
-        c.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n")
-        body = c.read_response().body.decode()
-    for line in body.splitlines():
-        if line.startswith(name + " "):
-            return int(line.split()[1])
-    raise orcdtest.TestFailure("no %s in the metrics page" % name)
-
-
 def served(srv, path="/hello.txt", what="a new client"):
     """A keep-alive client that got its response: left open, idle."""
     c = srv.conn(timeout=DEADLINE)
@@ -98,8 +83,8 @@ def finish_download(d, what):
 
 @orcdtest.case
 def oldest_idle_close_first():
-    port, mconf = metrics_conf()
-    with Server(conf="slots 128;\nmax_connections 100;\n" + mconf) as srv:
+    with Server(conf="slots 128;\nmax_connections 100;\n",
+                metrics=True) as srv:
         srv.start()
         clients = []
         try:
@@ -108,14 +93,14 @@ def oldest_idle_close_first():
                 clients.append(served(srv, what="client %d" % i))
             check(not any(eof(c) for c in clients),
                   "an idle connection closed below max_connections")
-            eq(metric(port, "orcd_idle_closed_total"), 0,
+            eq(srv.metrics()["orcd_idle_closed_total"], 0,
                "idle closed below max_connections")
             # Twice as many: each newcomer is served, idle ones make room.
             for i in range(100, 201):
                 clients.append(served(srv, what="client %d" % i))
             closed = wait_until(
                 lambda: [i for i, c in enumerate(clients) if eof(c)]
-                if metric(port, "orcd_idle_closed_total") ==
+                if srv.metrics()["orcd_idle_closed_total"] ==
                 sum(eof(c) for c in clients) else None,
                 DEADLINE, "the closes and the counter to agree")
             check(len(closed) >= 101, "only %d closed" % len(closed))

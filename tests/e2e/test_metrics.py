@@ -17,9 +17,7 @@ SLACK = 3.0  # scheduling slack on a loaded CI machine
 
 class Server(orcdtest.Orcd):
     def __init__(self):
-        self.metrics_port = orcdtest.free_port()
-        super().__init__(conf="metrics on;\nmetrics_listen 127.0.0.1:%d;\n"
-                         % self.metrics_port)
+        super().__init__(metrics=True)
 
     def metrics_conn(self):
         return orcdtest.Conn(("127.0.0.1", self.metrics_port), timeout=5)
@@ -58,14 +56,6 @@ def other_paths_and_methods(srv):
        .status, 400, "malformed head")
 
 
-def counter(srv, name):
-    body = ask(srv, b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n").body
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(line.split()[1])
-    raise orcdtest.TestFailure("no %s in the metrics page" % name)
-
-
 def kernel_at_least(major, minor):
     rel = os.uname().release.split(".")
     return (int(rel[0]), int(re.match(r"\d+", rel[1]).group())) >= \
@@ -84,7 +74,7 @@ def hot_large_file_goes_by_sendfile(srv):
     size = 3 << 20
     data = bytes((i * 7 + (i >> 12)) & 0xFF for i in range(size))
     srv.write_file("big-hot.bin", data)
-    before = counter(srv, "orcd_sendfile_bodies_total")
+    before = srv.metrics()["orcd_sendfile_bodies_total"]
     with srv.conn() as c:
         for i in range(3):
             c.send(orcdtest.build_request("GET", "/big-hot.bin"))
@@ -96,7 +86,7 @@ def hot_large_file_goes_by_sendfile(srv):
         r = c.read_response()
         eq(r.status, 206, "range")
         check(r.body == data[1000000:2000000], "range body differs")
-    sent = counter(srv, "orcd_sendfile_bodies_total") - before
+    sent = srv.metrics()["orcd_sendfile_bodies_total"] - before
     if srv.engine != "direct" or kernel_at_least(6, 8):
         # The first GET was a chain; the other two and the range were not.
         eq(sent, 3, "bodies sent by sendfile")
@@ -124,7 +114,7 @@ def kept_bodies_beyond_the_open_ones_go_by_sends(srv):
                 c.send(orcdtest.build_request("GET", "/" + name))
                 r = c.read_response()
                 eq(r.status, 200, name)
-    before = counter(srv, "orcd_sendfile_bodies_total")
+    before = srv.metrics()["orcd_sendfile_bodies_total"]
     last = names[-1]
     for rng in (None, "bytes=100-"):
         with srv.conn(rcvbuf=4096) as c:
@@ -134,7 +124,7 @@ def kept_bodies_beyond_the_open_ones_go_by_sends(srv):
             eq(r.status, 206 if rng else 200, "status")
             check(r.body == (want[100:] if rng else want),
                   "body of a kept file sent from its mapping differs")
-    eq(counter(srv, "orcd_sendfile_bodies_total") - before, 0,
+    eq(srv.metrics()["orcd_sendfile_bodies_total"] - before, 0,
        "a file beyond the first 256 went by sendfile")
 
 

@@ -12,20 +12,7 @@ from orcdtest import check, eq
 
 class Server(orcdtest.Orcd):
     def __init__(self):
-        self.metrics_port = orcdtest.free_port()
-        super().__init__(conf="stat_cache 0;\nmetrics on;\n"
-                         "metrics_listen 127.0.0.1:%d;\n" % self.metrics_port)
-
-    def counters(self):
-        with orcdtest.Conn(("127.0.0.1", self.metrics_port), timeout=5) as c:
-            c.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n")
-            body = c.read_response().body.decode()
-        out = {}
-        for line in body.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                out[name] = int(float(value))
-        return out
+        super().__init__(conf="stat_cache 0;\n", metrics=True)
 
 
 def pattern(n, seed):
@@ -38,7 +25,7 @@ def bodies_by_the_cold_path_only(srv):
              "large.bin": pattern(3 << 20, 3)}
     for name, data in files.items():
         srv.write_file("nc/" + name, data)
-    before = srv.counters()
+    before = srv.metrics()
     with srv.conn() as c:
         for _ in range(3):
             for name, data in files.items():
@@ -46,7 +33,7 @@ def bodies_by_the_cold_path_only(srv):
                 r = c.read_response()
                 eq(r.status, 200, name)
                 check(r.body == data, "%s: body differs" % name)
-    after = srv.counters()
+    after = srv.metrics()
     for name in ("orcd_body_cache_hits_total", "orcd_sendfile_bodies_total",
                  'orcd_stat_cache_total{result="hit"}'):
         eq(after[name] - before[name], 0, name + " with stat_cache 0")

@@ -13,7 +13,6 @@ import socket
 import stat
 import subprocess
 import sys
-import urllib.request
 
 import orcdtest
 from orcdtest import build_request, check, eq
@@ -32,14 +31,10 @@ def get(srv, path, method="GET", timeout=15.0):
                 "%s %s: no answer within %ds" % (method, path, timeout))
 
 
-def gauges(port):
+def gauges(srv):
     """The metrics page's in-use gauges: chains and slots."""
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
-                                  timeout=5).read().decode()
-    vals = dict(ln.rsplit(" ", 1) for ln in text.splitlines()
-                if ln and not ln.startswith("#"))
-    return (int(vals.get("orcd_chains_in_flight", 0)),
-            int(vals.get("orcd_slots_in_use", 0)))
+    m = srv.metrics()
+    return m["orcd_chains_in_flight"], m["orcd_slots_in_use"]
 
 
 @orcdtest.case
@@ -94,17 +89,9 @@ def swapped_fifo(srv, name, stack):
     return fifo
 
 
-def metrics_server(conf):
-    port = orcdtest.free_port()
-    srv = Server(conf=conf + "metrics on;\nmetrics_listen 127.0.0.1:%d;\n"
-                 % port)
-    srv.srv.metrics_port = port
-    return srv
-
-
 def settled(srv, idle):
     """Chains ended and their slots came back (the close completed)."""
-    orcdtest.wait_until(lambda: gauges(srv.metrics_port) == idle, 10,
+    orcdtest.wait_until(lambda: gauges(srv) == idle, 10,
                         "chains and slots back to %r" % (idle,))
     srv.assert_fds_back()
 
@@ -129,9 +116,9 @@ def fifo_swapped_in_open_does_not_wait():
     # at once. send_timeout 1h: the timer is no help within 15 s.
     if os.geteuid() != 0:
         raise orcdtest.Skip("needs root for mount --bind")
-    with metrics_server("send_timeout 1h;\n") as srv:
+    with Server(conf="send_timeout 1h;\n", metrics=True) as srv:
         srv.start()
-        idle = gauges(srv.metrics_port)
+        idle = gauges(srv)
         srv.write_file("dir/cold.txt", b"x" * 1000)
         eq(get(srv, "/dir/cold.txt", "HEAD").status, 200, "HEAD")
         other = os.path.join(srv.tmp, "other")
@@ -156,9 +143,9 @@ def fifo_swapped_in_read_ends_within_send_timeout():
     # not issued yet: cancelling the send found nothing, for ever).
     if os.geteuid() != 0:
         raise orcdtest.Skip("needs root for mount --bind")
-    with metrics_server("send_timeout 1s;\n") as srv:
+    with Server(conf="send_timeout 1s;\n", metrics=True) as srv:
         srv.start()
-        idle = gauges(srv.metrics_port)
+        idle = gauges(srv)
         undo = []
         try:
             swapped_fifo(srv, "lone.txt", undo)

@@ -20,30 +20,11 @@ IN_OPEN = 0x20
 
 class Server(orcdtest.Orcd):
     def __init__(self):
-        self.metrics_port = orcdtest.free_port()
-        super().__init__(conf="metrics on;\nmetrics_listen 127.0.0.1:%d;\n"
-                         "stat_cache %d;\n" % (self.metrics_port, ENTRIES))
-
-    def metrics(self):
-        with orcdtest.Conn(("127.0.0.1", self.metrics_port), timeout=5) as c:
-            c.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n")
-            r = c.read_response()
-        out = {}
-        for line in r.body.decode().splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                out[name] = int(float(value))
-        return out
-
-
-def metric(m, name):
-    if name not in m:
-        raise orcdtest.TestFailure("no %s in the metrics page" % name)
-    return m[name]
+        super().__init__(conf="stat_cache %d;\n" % ENTRIES, metrics=True)
 
 
 def result(m, which):
-    return metric(m, 'orcd_stat_cache_total{result="%s"}' % which)
+    return m['orcd_stat_cache_total{result="%s"}' % which]
 
 
 def needs_cache(srv):
@@ -143,14 +124,14 @@ def more_paths_than_entries_evict(srv):
         for i in range(n):
             eq(get_on(c, "/many/%d.txt" % i).body, b"%d\n" % i, "file %d" % i)
         m = srv.metrics()
-        check(metric(m, "orcd_stat_cache_entries") <= ENTRIES,
+        check(m["orcd_stat_cache_entries"] <= ENTRIES,
               "%d entries held, more than %d"
               % (m["orcd_stat_cache_entries"], ENTRIES))
-        check(metric(m, "orcd_stat_cache_evictions_total") >= n - ENTRIES,
+        check(m["orcd_stat_cache_evictions_total"] >= n - ENTRIES,
               "evictions: %d" % m["orcd_stat_cache_evictions_total"])
         # Watches: one per directory on the way and per file, as the
         # kernel counts them (nothing left behind by evicted entries).
-        check(metric(m, "orcd_stat_cache_watches") <=
+        check(m["orcd_stat_cache_watches"] <=
               m["orcd_stat_cache_entries"], "more watches than entries")
         eq(kernel_watches(srv), m["orcd_stat_cache_watches"],
            "watches orcd holds vs its gauge")

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import urllib.request
 
 import orcdtest
 from orcdtest import build_request, check, eq, wait_until
@@ -220,11 +219,7 @@ def counters_carry_over():
     with Server(extra) as srv:
 
         def requests():
-            with urllib.request.urlopen("http://127.0.0.1:%d/metrics"
-                                        % mport, timeout=5) as r:
-                text = r.read().decode()
-            return sum(int(v) for v in re.findall(
-                r'^orcd_requests_total\{class="\dxx"\} (\d+)$', text, re.M))
+            return orcdtest.read_metrics(mport).total("orcd_requests_total")
 
         for _ in range(5):
             eq(get(srv.port).status, 200, "request")

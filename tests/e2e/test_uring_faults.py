@@ -46,13 +46,11 @@ class Server(orcdtest.Orcd):
     """orcd with tiny slots and buffers and the metrics endpoint on."""
 
     def __init__(self, extra="", env=None):
-        self.metrics_port = orcdtest.free_port()
         conf = ("slots %d;\naccepts 4;\nbuffer_size %d;\n"
                 "max_header_bytes 2048;\nmax_request_line 1024;\nsend_timeout 3s;\n"
-                "idle_timeout 3s;\nheader_timeout 2s;\n"
-                "metrics on;\nmetrics_listen 127.0.0.1:%d;\n%s"
-                % (SLOTS, BUF, self.metrics_port, extra))
-        super().__init__(conf=conf)
+                "idle_timeout 3s;\nheader_timeout 2s;\n%s"
+                % (SLOTS, BUF, extra))
+        super().__init__(conf=conf, metrics=True)
         self.env = env or {}
 
     def start(self):
@@ -66,29 +64,6 @@ class Server(orcdtest.Orcd):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-
-    def metrics(self):
-        with socket.create_connection(("127.0.0.1", self.metrics_port),
-                                      timeout=5) as s:
-            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: m\r\n"
-                      b"Connection: close\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        if b"\r\n\r\n" not in data:
-            raise TestFailure("metrics answered %r; orcd's log ends:\n%s"
-                              % (data[:200], self.stderr_text()[-2000:]))
-        body = data.split(b"\r\n\r\n", 1)[1].decode()
-        out = {}
-        for line in body.splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            name, _, value = line.rpartition(" ")
-            out[name] = int(float(value))
-        return out
 
     def settled(self, base):
         """Slots, chains and fds back where they were when idle."""

@@ -445,12 +445,11 @@ class Soak(orcdtest.Orcd):
     ]
 
     def __init__(self):
-        self.metrics_port = orcdtest.free_port()
         self.port2 = orcdtest.free_port()
         self.variant = 0
         # [SIGHUP sent, reload logged] of each reload that swaps workers
         self.swaps = []
-        super().__init__()
+        super().__init__(metrics=True)
         self.set_variant(0)
 
     def conf_text(self, variant):
@@ -475,17 +474,6 @@ class Soak(orcdtest.Orcd):
             f.write(self.adapt_conf(
                 self.conf_text(self.VARIANTS[self.variant])))
         os.rename(tmp, self.conf_path)
-
-    def metrics(self):
-        with orcdtest.Conn(("127.0.0.1", self.metrics_port), timeout=10) as c:
-            c.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n")
-            r = c.read_response()
-        out = {}
-        for line in r.body.decode().splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                out[name] = int(float(value))
-        return out
 
     def rss(self):
         out = {}
