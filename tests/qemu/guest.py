@@ -22,6 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import orcdtest  # noqa: E402 - the e2e harness's metrics reader
 CACHE = os.environ.get("ORCD_CACHE", os.path.expanduser("~/.cache/orcd"))
 
 GUEST_HTTP = 8080
@@ -236,22 +238,7 @@ class Guest:
 
     def metrics(self):
         """orcd's Prometheus counters as {name{labels}: value}."""
-        with socket.create_connection(("127.0.0.1", self.metrics_port),
-                                      timeout=30) as s:
-            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: guest\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        body = data.split(b"\r\n\r\n", 1)[-1].decode()
-        out = {}
-        for line in body.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        return orcdtest.read_metrics(self.metrics_port, timeout=30)
 
     def stop_orcd(self, timeout=60):
         """SIGTERM orcd in the guest; its exit status."""
