@@ -276,7 +276,8 @@ def read_metrics(port, timeout=10.0):
     for line in r.body.decode().splitlines():
         if line and not line.startswith("#"):
             series, _, value = line.rpartition(" ")
-            out[series] = int(value)
+            # Counters are integers; process_cpu_seconds_total is not.
+            out[series] = float(value) if "." in value else int(value)
     return out
 
 
