@@ -287,6 +287,16 @@ typedef int set_fn(struct orcd_config *c, const struct directive *d,
 /* The value as a reload warning shows it: "256", "10s", "off". */
 typedef void fmt_fn(const struct orcd_config *c, const struct directive *d,
 		    char *buf, size_t cap);
+/* to = from's value: a reload keeps what runs. 0 or -ENOMEM. */
+typedef int keep_fn(struct orcd_config *to, const struct orcd_config *from,
+		    const struct directive *d);
+
+/* What a reload needs of a value it may be unable to apply. */
+struct running {
+	fmt_fn *fmt;
+	keep_fn *keep;
+	size_t size; /* of the field, for keep_plain */
+};
 
 struct directive {
 	const char *name;
@@ -296,7 +306,8 @@ struct directive {
 	/* When a change takes effect; every row says (0 is no value, and a
 	 * unit test holds every directive to having one). */
 	enum config_apply apply;
-	fmt_fn *fmt; /* required unless apply is CONFIG_ON_RELOAD */
+	/* Required unless apply is CONFIG_ON_RELOAD. */
+	const struct running *running;
 };
 
 #define FIELD(f)      offsetof(struct orcd_config, f)
@@ -590,6 +601,37 @@ static void fmt_listen(const struct orcd_config *c, const struct directive *d,
 	snprintf(buf, cap, "%s", l->text);
 }
 
+/*
+ * Keeping a value copies it whole: the text a warning shows is cut and
+ * escaped (show()), and "(unset)" is no value a set function takes, so
+ * formatting and setting again would not give back what runs. A value
+ * without pointers is its bytes.
+ */
+static int keep_plain(struct orcd_config *to, const struct orcd_config *from,
+		      const struct directive *d)
+{
+	memcpy((char *)to + d->off, (const char *)from + d->off,
+	       d->running->size);
+	return 0;
+}
+
+/* Each config owns its strings: a copy, never a shared pointer. */
+static int keep_str(struct orcd_config *to, const struct orcd_config *from,
+		    const struct directive *d)
+{
+	return replace_str(STR_AT(to, d), *STR_AT(from, d), NULL, 0);
+}
+
+static const struct running run_uint = {fmt_uint, keep_plain, sizeof(unsigned)};
+static const struct running run_str = {fmt_str, keep_str, 0};
+static const struct running run_switch = {fmt_switch, keep_plain, sizeof(bool)};
+static const struct running run_affinity = {fmt_affinity, keep_plain,
+					    sizeof(bool)};
+static const struct running run_engine = {fmt_engine, keep_plain,
+					  sizeof(enum orcd_engine_kind)};
+static const struct running run_listen = {fmt_listen, keep_plain,
+					  sizeof(struct orcd_listen)};
+
 #define RELOAD	    CONFIG_ON_RELOAD, NULL
 #define NEW_WORKERS CONFIG_ON_NEW_WORKERS
 #define RESTART	    CONFIG_ON_RESTART
@@ -599,13 +641,13 @@ static const struct directive directives[] = {
 	{"listen", set_listen, 0, 0, 0, RELOAD},
 	{"root", set_string, FIELD(root), 0, 0, RELOAD},
 	{"index", set_index, FIELD(index), 0, 0, RELOAD},
-	{"engine", set_engine, FIELD(engine), 0, 0, RESTART, fmt_engine},
-	{"threads", set_uint, FIELD(threads), 0, 256, RESTART, fmt_uint},
+	{"engine", set_engine, FIELD(engine), 0, 0, RESTART, &run_engine},
+	{"threads", set_uint, FIELD(threads), 0, 256, RESTART, &run_uint},
 	{"worker_cpu_affinity", set_cpu_affinity, FIELD(cpu_affinity), 0, 0,
-	 RESTART, fmt_affinity},
-	{"slots", set_uint, FIELD(slots), 16, 1048576, NEW_WORKERS, fmt_uint},
+	 RESTART, &run_affinity},
+	{"slots", set_uint, FIELD(slots), 16, 1048576, NEW_WORKERS, &run_uint},
 	{"stat_cache", set_uint, FIELD(stat_cache), 0, 1048576, RELOAD},
-	{"accepts", set_uint, FIELD(accepts), 1, 1024, NEW_WORKERS, fmt_uint},
+	{"accepts", set_uint, FIELD(accepts), 1, 1024, NEW_WORKERS, &run_uint},
 	{"max_connections", set_uint, FIELD(max_connections), 1, 1048576,
 	 RELOAD},
 	{"idle_timeout", set_duration, FIELD(idle_timeout_ms), 1, 24 * HOUR,
@@ -623,14 +665,14 @@ static const struct directive directives[] = {
 	 RELOAD},
 	/* Opened once, before privileges are dropped; SIGUSR1 reopens it. */
 	{"access_log", set_access_log, FIELD(access_log), 0, 0, RESTART,
-	 fmt_str},
-	{"user", set_string, FIELD(user), 0, 0, RESTART, fmt_str},
-	{"group", set_string, FIELD(group), 0, 0, RESTART, fmt_str},
+	 &run_str},
+	{"user", set_string, FIELD(user), 0, 0, RESTART, &run_str},
+	{"group", set_string, FIELD(group), 0, 0, RESTART, &run_str},
 	{"mime_types", set_string, FIELD(mime_types), 0, 0, RELOAD},
 	{"default_type", set_media_type, FIELD(default_type), 0, 0, RELOAD},
-	{"metrics", set_metrics, FIELD(metrics), 0, 0, RESTART, fmt_switch},
+	{"metrics", set_metrics, FIELD(metrics), 0, 0, RESTART, &run_switch},
 	{"metrics_listen", set_metrics_listen, FIELD(metrics_listen), 0, 0,
-	 RESTART, fmt_listen},
+	 RESTART, &run_listen},
 	{"metrics_path", set_uri_path, FIELD(metrics_path), 0, 0, RELOAD},
 };
 
@@ -687,6 +729,19 @@ enum config_apply config_directive_apply(const char *directive)
 	return d ? d->apply : (enum config_apply)0;
 }
 
+const char *config_directive_name(size_t i)
+{
+	return i < sizeof(directives) / sizeof(directives[0]) ?
+		       directives[i].name :
+		       NULL;
+}
+
+static bool reload_applies(const struct directive *d, bool new_workers)
+{
+	return d->apply == CONFIG_ON_RELOAD ||
+	       (d->apply == CONFIG_ON_NEW_WORKERS && new_workers);
+}
+
 unsigned config_unapplied(const struct orcd_config *was,
 			  const struct orcd_config *now, bool new_workers,
 			  config_change_fn *fn, void *ctx)
@@ -698,17 +753,33 @@ unsigned config_unapplied(const struct orcd_config *was,
 	     i++) {
 		const struct directive *d = &directives[i];
 
-		if (d->apply == CONFIG_ON_RELOAD ||
-		    (d->apply == CONFIG_ON_NEW_WORKERS && new_workers))
+		if (reload_applies(d, new_workers))
 			continue;
-		d->fmt(was, d, a, sizeof(a));
-		d->fmt(now, d, b, sizeof(b));
+		d->running->fmt(was, d, a, sizeof(a));
+		d->running->fmt(now, d, b, sizeof(b));
 		if (strcmp(a, b)) {
 			fn(ctx, d->name, a, b);
 			n++;
 		}
 	}
 	return n;
+}
+
+int config_keep_running(const struct orcd_config *was, struct orcd_config *now,
+			bool new_workers)
+{
+	for (size_t i = 0; i < sizeof(directives) / sizeof(directives[0]);
+	     i++) {
+		const struct directive *d = &directives[i];
+		int ret;
+
+		if (reload_applies(d, new_workers))
+			continue;
+		ret = d->running->keep(now, was, d);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /* ---- life cycle ---- */

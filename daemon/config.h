@@ -93,6 +93,21 @@ unsigned config_unapplied(const struct orcd_config *was,
 			  const struct orcd_config *now, bool new_workers,
 			  config_change_fn *fn, void *ctx);
 
+/*
+ * Gives `now` the running value (`was`'s) of every directive that a
+ * reload cannot apply (the ones config_unapplied() looks at, changed or
+ * not), so that the configuration a reload installs says what runs and
+ * the next reload compares with that, not with the file read last. Call
+ * it before any worker takes a view of `now`: strings are replaced.
+ * 0, or -ENOMEM with `now` holding part of it (discard it).
+ */
+int config_keep_running(const struct orcd_config *was,
+			struct orcd_config *now, bool new_workers);
+
+/* The name of the i-th directive, NULL past the last (for tests that
+ * hold every directive to something). */
+const char *config_directive_name(size_t i);
+
 /* refs starts at 1 from config_new() and config_view(). */
 struct orcd_config *config_get(struct orcd_config *c);
 void config_put(struct orcd_config *c);

@@ -1045,6 +1045,7 @@ static const char *const all_directives[] = {
 	"threads",
 	"worker_cpu_affinity",
 	"slots",
+	"stat_cache",
 	"accepts",
 	"max_connections",
 	"idle_timeout",
@@ -1064,19 +1065,37 @@ static const char *const all_directives[] = {
 	"metrics_path",
 };
 
-/* Every directive is known to config_set, and nothing else is. */
+#define N_DIRECTIVES (sizeof(all_directives) / sizeof(*all_directives))
+
+static bool listed(const char *name)
+{
+	for (size_t i = 0; i < N_DIRECTIVES; i++)
+		if (!strcmp(all_directives[i], name))
+			return true;
+	return false;
+}
+
+/* Every directive is known to config_set, and nothing else is; the
+ * table has exactly the directives listed here. */
 static void test_directive_list(void **state)
 {
 	struct orcd_config *c = config_new();
+	size_t n = 0;
+	const char *name;
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(all_directives) / sizeof(*all_directives);
-	     i++) {
+	for (size_t i = 0; i < N_DIRECTIVES; i++) {
 		err[0] = '\0';
 		config_set(c, all_directives[i], "", false, err, sizeof(err));
 		assert_null(strstr(err, "unknown directive"));
 	}
 	config_free(c);
+	for (; (name = config_directive_name(n)); n++) {
+		if (!listed(name))
+			print_error("%s is not in all_directives\n", name);
+		assert_true(listed(name));
+	}
+	assert_int_equal(n, N_DIRECTIVES);
 }
 
 /* Every directive says when a change to it takes effect, so a reload can
@@ -1138,6 +1157,212 @@ static void test_unapplied_changes(void **state)
 	assert_int_equal(config_unapplied(a, b, true, note_change, &s), 2);
 	config_free(a);
 	config_free(b);
+}
+
+/* Equal in every value a directive sets (strings by content), else
+ * the first that differs is printed and the test fails. */
+static bool str_same(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+static bool listen_same(const struct orcd_listen *a,
+			const struct orcd_listen *b)
+{
+	return a->addrlen == b->addrlen && !strcmp(a->text, b->text) &&
+	       !memcmp(&a->addr, &b->addr, a->addrlen);
+}
+
+#define SAME(cond, what)                                              \
+	do {                                                          \
+		if (!(cond)) {                                        \
+			print_error("%s: %s differs\n", label, what); \
+			fail();                                       \
+		}                                                     \
+	} while (0)
+
+static void assert_same_values(const struct orcd_config *a,
+			       const struct orcd_config *b, const char *label)
+{
+	SAME(a->n_listen == b->n_listen, "n_listen");
+	for (unsigned i = 0; i < a->n_listen; i++)
+		SAME(listen_same(&a->listen[i], &b->listen[i]), "listen");
+	SAME(str_same(a->root, b->root), "root");
+	SAME(str_same(a->index, b->index), "index");
+	SAME(a->engine == b->engine, "engine");
+	SAME(a->threads == b->threads, "threads");
+	SAME(a->cpu_affinity == b->cpu_affinity, "worker_cpu_affinity");
+	SAME(a->slots == b->slots, "slots");
+	SAME(a->stat_cache == b->stat_cache, "stat_cache");
+	SAME(a->accepts == b->accepts, "accepts");
+	SAME(a->max_connections == b->max_connections, "max_connections");
+	SAME(a->idle_timeout_ms == b->idle_timeout_ms, "idle_timeout");
+	SAME(a->header_timeout_ms == b->header_timeout_ms, "header_timeout");
+	SAME(a->send_timeout_ms == b->send_timeout_ms, "send_timeout");
+	SAME(a->max_request_line == b->max_request_line, "max_request_line");
+	SAME(a->max_header_bytes == b->max_header_bytes, "max_header_bytes");
+	SAME(a->max_headers == b->max_headers, "max_headers");
+	SAME(a->buffer_size == b->buffer_size, "buffer_size");
+	SAME(str_same(a->access_log, b->access_log), "access_log");
+	SAME(str_same(a->user, b->user), "user");
+	SAME(str_same(a->group, b->group), "group");
+	SAME(str_same(a->mime_types, b->mime_types), "mime_types");
+	SAME(str_same(a->default_type, b->default_type), "default_type");
+	SAME(a->metrics == b->metrics, "metrics");
+	SAME(listen_same(&a->metrics_listen, &b->metrics_listen),
+	     "metrics_listen");
+	SAME(str_same(a->metrics_path, b->metrics_path), "metrics_path");
+}
+
+/* Two strings that a warning shows alike (cut at 200 bytes, quotes and
+ * backslashes escaped) but that differ: a kept value must be the value,
+ * not its text. */
+static char long_a[300], long_b[300];
+
+static void make_long_values(void)
+{
+	static const char head[] = "/var/log/q\"b\\s/";
+
+	memset(long_a, 'x', sizeof(long_a) - 1);
+	memcpy(long_a, head, sizeof(head) - 1);
+	memcpy(long_b, long_a, sizeof(long_a));
+	long_b[sizeof(long_b) - 2] = 'y';
+}
+
+/* A running value and a file's value, NULL for the default (unset). */
+struct pair {
+	const char *directive, *was, *now;
+};
+
+static const struct pair keep_pairs[] = {
+	{"engine", "direct", "epoll"},
+	{"engine", "auto", "specific"},
+	{"threads", "3", "8"},
+	{"threads", "0", "1"},
+	{"worker_cpu_affinity", "auto", "off"},
+	{"worker_cpu_affinity", "off", "auto"},
+	{"slots", "256", "512"},
+	{"accepts", "4", "8"},
+	{"access_log", long_a, long_b},
+	{"access_log", "off", "/var/log/orcd.log"},
+	{"access_log", "-", "off"},
+	{"user", NULL, "nobody"},
+	{"user", "a\"b\\c", NULL},
+	{"user", long_a, long_b},
+	{"group", NULL, "nogroup"},
+	{"group", "a\"b\\c", NULL},
+	{"group", long_a, long_b},
+	{"metrics", "on", "off"},
+	{"metrics", "off", "on"},
+	{"metrics_listen", "[::1]:9100", "127.0.0.2:9101"},
+	{"metrics_listen", "*:9100", "[::1]:9100"},
+};
+
+/* A fresh config with one directive set (NULL: left at its default)
+ * and send_timeout, which a reload applies, set to st. */
+static struct orcd_config *with(const char *d, const char *v, const char *st)
+{
+	struct orcd_config *c = config_new();
+
+	assert_non_null(c);
+	if (v && config_set(c, d, v, false, err, sizeof(err)))
+		print_error("%s %s: %s\n", d, v, err);
+	assert_int_equal(v ? config_set(c, d, v, false, err, sizeof(err)) : 0,
+			 0);
+	if (st)
+		assert_int_equal(config_set(c, "send_timeout", st, false, err,
+					    sizeof(err)),
+				 0);
+	return c;
+}
+
+/* One pair, kept with or without new workers: `now` ends as `expect`,
+ * and owns what it holds (`was` is freed before the comparison). */
+static void keep_one(const struct pair *p, bool new_workers)
+{
+	enum config_apply a = config_directive_apply(p->directive);
+	bool applies = a == CONFIG_ON_NEW_WORKERS && new_workers;
+	struct orcd_config *was = with(p->directive, p->was, NULL);
+	struct orcd_config *now = with(p->directive, p->now, "5s");
+	struct orcd_config *expect =
+		with(p->directive, applies ? p->now : p->was, "5s");
+	struct seen s = {0};
+	char label[128];
+
+	snprintf(label, sizeof(label), "%s %.20s -> %.20s%s", p->directive,
+		 p->was ? p->was : "(unset)", p->now ? p->now : "(unset)",
+		 new_workers ? " with new workers" : "");
+	/* Not 1 for every pair: long_a and long_b are shown alike. */
+	assert_in_range(config_unapplied(was, now, new_workers, note_change,
+					 &s),
+			0, applies ? 0 : 1);
+	assert_int_equal(config_keep_running(was, now, new_workers), 0);
+	s.n = 0;
+	assert_int_equal(
+		config_unapplied(was, now, new_workers, note_change, &s), 0);
+	config_free(was);
+	assert_same_values(now, expect, label);
+	config_free(now);
+	config_free(expect);
+}
+
+/*
+ * After a reload, the configuration it installs says what runs: every
+ * directive that a reload cannot apply (all of the table's, looked up
+ * there) keeps the running value, whole, and nothing else changes.
+ */
+static void test_keep_running(void **state)
+{
+	const char *name;
+
+	(void)state;
+	make_long_values();
+	for (size_t i = 0; (name = config_directive_name(i)); i++) {
+		unsigned pairs = 0;
+
+		if (config_directive_apply(name) == CONFIG_ON_RELOAD)
+			continue;
+		for (size_t k = 0; k < sizeof(keep_pairs) / sizeof(*keep_pairs);
+		     k++) {
+			if (strcmp(keep_pairs[k].directive, name))
+				continue;
+			keep_one(&keep_pairs[k], false);
+			keep_one(&keep_pairs[k], true);
+			pairs++;
+		}
+		if (!pairs)
+			print_error("%s: no values in keep_pairs\n", name);
+		assert_int_not_equal(pairs, 0);
+	}
+}
+
+/* threads 4, reloaded to 8 (kept at 4), then to 4: nothing to say. */
+static void test_second_reload_compares_with_what_runs(void **state)
+{
+	struct orcd_config *run = with("threads", "4", NULL);
+	struct orcd_config *file = with("threads", "8", NULL);
+	struct seen s = {0};
+
+	(void)state;
+	assert_int_equal(config_unapplied(run, file, false, note_change, &s),
+			 1);
+	assert_string_equal(s.text[0], "threads 4 8");
+	assert_int_equal(config_keep_running(run, file, false), 0);
+	config_free(run);
+	run = file; /* what the reload installed */
+	file = with("threads", "4", NULL);
+	s.n = 0;
+	assert_int_equal(config_unapplied(run, file, false, note_change, &s),
+			 0);
+	assert_int_equal(config_keep_running(run, file, false), 0);
+	config_free(run);
+	run = file;
+	file = with("threads", "8", NULL);
+	assert_int_equal(config_unapplied(run, file, false, note_change, &s),
+			 1);
+	assert_string_equal(s.text[0], "threads 4 8");
+	config_free(run);
+	config_free(file);
 }
 
 static char *read_source_file(const char *rel)
@@ -1290,6 +1515,8 @@ int main(void)
 		cmocka_unit_test(test_directive_list),
 		cmocka_unit_test(test_every_directive_says_when_it_applies),
 		cmocka_unit_test(test_unapplied_changes),
+		cmocka_unit_test(test_keep_running),
+		cmocka_unit_test(test_second_reload_compares_with_what_runs),
 		cmocka_unit_test(test_shipped_config),
 		cmocka_unit_test(test_readme_documents_every_directive),
 	};
