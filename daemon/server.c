@@ -629,6 +629,15 @@ static void warn_unapplied(void *ctx, const char *directive, const char *was,
 		directive, was, now, was);
 }
 
+static void reload_failed(struct orcd_config *c, const char *err, bool ready)
+{
+	log_msg(LOG_ERR, "reload failed, keeping the running configuration: %s",
+		err);
+	config_put(c);
+	if (ready)
+		sd_notify(0, "READY=1");
+}
+
 /* ready: READY=1 was sent at start-up (else it waits for the workers). */
 static void reload(struct orcd_server *s, const struct cli_opts *o,
 		   bool ready)
@@ -636,44 +645,45 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 	struct orcd_config *c, *old;
 	char err[1024];
 	struct timespec ts;
-	bool new_workers = false;
+	bool same, new_workers;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
 		   (unsigned long long)ts.tv_sec * 1000000ULL +
 			   (unsigned long long)ts.tv_nsec / 1000);
 	if (server_load_config(o, &c, err, sizeof(err))) {
-		log_msg(LOG_ERR, "reload failed, keeping the running configuration: %s",
-			err);
-		if (ready)
-			sd_notify(0, "READY=1");
+		reload_failed(NULL, err, ready);
 		return;
 	}
-	if (same_listeners(s->cfg, c)) {
+	same = same_listeners(s->cfg, c);
+	/* Passed sockets stay; specific's slot ranges are reserved once,
+	 * for one set of workers. */
+	new_workers = !same && !s->socket_activated &&
+		      s->engine->kind != ORCD_ENGINE_SPECIFIC;
+	config_unapplied(s->cfg, c, new_workers, warn_unapplied, NULL);
+	/* s->cfg says what runs, so the next reload compares with that;
+	 * before any worker takes a view of c, since strings change. */
+	if (config_keep_running(s->cfg, c, new_workers)) {
+		reload_failed(c, "out of memory", ready);
+		return;
+	}
+	if (same) {
 		/* The usual case: the workers take the new config. */
 	} else if (s->socket_activated) {
 		log_msg(LOG_NOTICE,
 			"reload: listen ignored: the service manager passes the sockets");
-	} else if (s->engine->kind == ORCD_ENGINE_SPECIFIC) {
-		/* Its slot ranges are reserved once, for one set of workers. */
+	} else if (!new_workers) {
 		log_msg(LOG_WARNING,
 			"reload: engine specific: listen addresses change on restart");
 	} else if (swap_generation(s, c, err, sizeof(err))) {
-		log_msg(LOG_ERR, "reload failed, keeping the running configuration: %s",
-			err);
-		config_put(c);
-		if (ready)
-			sd_notify(0, "READY=1");
+		reload_failed(c, err, ready);
 		return;
 	} else {
 		log_msg(LOG_NOTICE,
 			"reload: new workers serve the new listen addresses; the previous ones drain");
-		new_workers = true;
 	}
-	config_unapplied(s->cfg, c, new_workers, warn_unapplied, NULL);
-	/* The running workers keep the slots they started with. */
-	say_budget(s, new_workers ? c->slots : s->cfg->slots,
-		   c->max_connections);
+	/* c->slots is what the workers serving from now on started with. */
+	say_budget(s, c->slots, c->max_connections);
 	pthread_mutex_lock(&s->cfg_lock);
 	old = s->cfg;
 	s->cfg = c;

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """What a SIGHUP reload applies and what it cannot: one warning line per
-changed directive that only a restart applies (and none for the others),
-and a lowered max_header_bytes enforced with a 431 even though the
-io_uring engines' provided buffers keep the size they started with.
-Each case starts its own orcd."""
+directive that only a restart applies and that the file sets to other than
+what runs (and none for the others), compared with what runs at each
+reload, and a lowered max_header_bytes enforced with a 431 even though the
+io_uring engines' provided buffers keep the size they started with. Each
+case starts its own orcd."""
 
 import re
 import signal
@@ -64,9 +65,30 @@ def restart_only_directives_warn_once_each():
         for w in warnings(srv):
             eq(w[3], w[1], "keeping the running value")
         eq(srv.get("/hello.txt").body, HELLO, "served after the reload")
-        # The same file again: nothing changed since, so nothing to say.
+        # The same file again: it still asks for what does not run, and a
+        # reload compares with what runs, so it says the same again.
+        first = warnings(srv)
         reload(srv, extra)
-        eq(len(warnings(srv)), len(changed), "second reload warned again")
+        eq(warnings(srv), first + first, "the second reload's lines")
+        srv.stop()
+
+
+@orcdtest.case
+def each_reload_compares_with_what_runs():
+    # What runs is what a reload compares with, not the file it read
+    # last: 1 -> 2 is refused, back to 1 is nothing to say, 2 again is
+    # 1 -> 2 again (once this said "2 -> 1 ... keeping 2" with 1 running).
+    with Server() as srv:
+        srv.start()
+        refused = ("threads", "1", "2", "1")
+        reload(srv, "threads 2;\n")
+        eq(warnings(srv), [refused], "threads 1 -> 2")
+        reload(srv, "threads 1;\n")
+        eq(warnings(srv), [refused], "back to the running 1")
+        reload(srv, "threads 2;\n")
+        eq(warnings(srv), [refused, refused], "threads 2 again")
+        eq(srv.get("/hello.txt").body, HELLO, "served after the reloads")
+        srv.assert_fds_back()
         srv.stop()
 
 
