@@ -23,6 +23,12 @@ struct orcd_engine {
 	/* Process-wide set-up after privileges are dropped and before the
 	 * workers start (may be NULL). */
 	int (*setup)(struct orcd_server *srv, char *err, size_t cap);
+	/* The descriptor slots each worker started now with cfg gets
+	 * (cfg->slots, cut by what the process may hold), or -errno when
+	 * it would get too few to start; NULL for an engine without slots.
+	 * After setup. The workers size their budget by the same count. */
+	int (*worker_slots)(const struct orcd_server *srv,
+			    const struct orcd_config *cfg);
 	/* One worker's event loop; returns when the server is stopping and
 	 * the worker's in-flight responses are finished (or timed out). */
 	int (*run)(struct orcd_worker *w);

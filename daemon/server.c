@@ -604,19 +604,25 @@ static bool same_listeners(const struct orcd_config *a,
 }
 
 /* max_connections beyond what the slots hold (io_uring engines): one
- * line at start-up and at each reload that keeps it so (conn_budget.h). */
-static void say_budget(const struct orcd_server *s, unsigned slots,
-		       unsigned max_connections)
+ * line at start-up and at each reload that keeps it so (conn_budget.h),
+ * naming the slots the workers really have, which RLIMIT_NOFILE may cut
+ * below cfg->slots (a worker that would get too few says so itself). */
+static void say_budget(const struct orcd_server *s,
+		       const struct orcd_config *cfg)
 {
 	struct conn_budget b;
 	char line[256];
+	int slots;
 
-	if (s->engine->kind == ORCD_ENGINE_EPOLL)
+	if (!s->engine->worker_slots)
 		return;
-	conn_budget(slots, max_connections, &b);
+	slots = s->engine->worker_slots(s, cfg);
+	if (slots < 0)
+		return;
+	conn_budget((unsigned)slots, cfg->max_connections, &b);
 	if (b.capped) {
-		conn_budget_describe(&b, slots, max_connections, line,
-				     sizeof(line));
+		conn_budget_describe(&b, (unsigned)slots, cfg->max_connections,
+				     line, sizeof(line));
 		log_msg(LOG_WARNING, "%s", line);
 	}
 }
@@ -683,7 +689,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 			"reload: new workers serve the new listen addresses; the previous ones drain");
 	}
 	/* c->slots is what the workers serving from now on started with. */
-	say_budget(s, c->slots, c->max_connections);
+	say_budget(s, c);
 	pthread_mutex_lock(&s->cfg_lock);
 	old = s->cfg;
 	s->cfg = c;
@@ -1085,7 +1091,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		log_msg(LOG_ERR, "engine %s: %s", s.engine->name, err);
 		goto out;
 	}
-	say_budget(&s, cfg->slots, cfg->max_connections);
+	say_budget(&s, cfg);
 	if (metrics_fd >= 0 &&
 	    !(m = metrics_new(metrics_fd, s.engine->name, metrics_snapshot,
 			      &s))) {

@@ -300,6 +300,10 @@ void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot);
 void uring_br_setup(struct uring_worker *uw);
 void uring_br_recycle(struct uring_worker *uw, unsigned bid);
 int uring_slot_range(struct uring_worker *uw, int *base, unsigned *n);
+int uring_direct_slots(const struct orcd_server *srv,
+		       const struct orcd_config *cfg);
+int uring_specific_slots(const struct orcd_server *srv,
+			 const struct orcd_config *cfg);
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap);
 int uring_specific_probe(const struct orcd_config *cfg, char *why, size_t cap);
 int uring_specific_setup(struct orcd_server *srv, char *err, size_t cap);

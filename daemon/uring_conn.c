@@ -489,6 +489,7 @@ const struct orcd_engine orcd_engine_direct = {
 	.kind = ORCD_ENGINE_DIRECT,
 	.probe = uring_direct_probe,
 	.setup = uring_direct_setup,
+	.worker_slots = uring_direct_slots,
 	.run = direct_run,
 };
 
@@ -497,5 +498,6 @@ const struct orcd_engine orcd_engine_specific = {
 	.kind = ORCD_ENGINE_SPECIFIC,
 	.probe = uring_specific_probe,
 	.setup = uring_specific_setup,
+	.worker_slots = uring_specific_slots,
 	.run = specific_run,
 };

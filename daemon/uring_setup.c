@@ -453,29 +453,45 @@ void uring_br_setup(struct uring_worker *uw)
 	io_uring_buf_ring_advance(uw->br, n);
 }
 
+/* A registered table may not outgrow RLIMIT_NOFILE (see
+ * uring_direct_setup, which raised the soft limit as far as it could). */
+int uring_direct_slots(const struct orcd_server *srv,
+		       const struct orcd_config *cfg)
+{
+	unsigned n = cfg->slots;
+	struct rlimit rl;
+
+	(void)srv;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < n)
+		n = (unsigned)rl.rlim_cur;
+	return n >= 16 ? (int)n : -EMFILE;
+}
+
+/* The reservation was made by setup for every worker; its size is the
+ * current minimum minus the base (nothing else raises it). */
+int uring_specific_slots(const struct orcd_server *srv,
+			 const struct orcd_config *cfg)
+{
+	int min = prctl(ORCD_PR_INCREASE_MIN_FD, 0, 0, 0, 0);
+	unsigned n;
+
+	(void)cfg;
+	if (min < 0)
+		return -errno;
+	n = (unsigned)(min - srv->slot_base) / srv->n_workers;
+	return n ? (int)n : -ERANGE;
+}
+
 int uring_slot_range(struct uring_worker *uw, int *base, unsigned *n)
 {
 	struct orcd_worker *w = uw->w;
+	bool specific = uw->fl == &uring_flavor_specific;
+	int r = specific ? uring_specific_slots(w->srv, w->cfg) :
+			   uring_direct_slots(w->srv, w->cfg);
 
-	*n = w->cfg->slots;
-	*base = 0;
-	if (uw->fl != &uring_flavor_specific) {
-		struct rlimit rl;
-
-		/* A registered table may not outgrow RLIMIT_NOFILE. */
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < *n)
-			*n = (unsigned)rl.rlim_cur;
-		return *n >= 16 ? 0 : -EMFILE;
-	}
-	/* The reservation was made by setup for every worker; its size is
-	 * the current minimum minus the base (nothing else raises it). */
-	int min = prctl(ORCD_PR_INCREASE_MIN_FD, 0, 0, 0, 0);
-
-	if (min < 0)
-		return -errno;
-	unsigned total = (unsigned)(min - w->srv->slot_base);
-
-	*n = total / w->srv->n_workers;
-	*base = w->srv->slot_base + (int)(w->id * *n);
-	return *n ? 0 : -ERANGE;
+	if (r < 0)
+		return r;
+	*n = (unsigned)r;
+	*base = specific ? w->srv->slot_base + (int)(w->id * *n) : 0;
+	return 0;
 }

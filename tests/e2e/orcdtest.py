@@ -331,6 +331,9 @@ class Orcd:
         self.args = list(args)
         self.proc = None
         self.fd_baseline = None
+        # Run in the child before orcd starts (a lower RLIMIT_NOFILE); a
+        # local orcd only.
+        self.preexec = None
 
     def write_conf(self, extra=""):
         with open(self.conf_path, "w") as f:
@@ -349,7 +352,8 @@ class Orcd:
         self.stderr = open(self.log_path, "wb")
         self.stdout = open(self.stdout_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.stdout,
-                                     stderr=self.stderr)
+                                     stderr=self.stderr,
+                                     preexec_fn=self.preexec)
         wait_until(self._answers, 15, "orcd to answer on %s:%d" % self.addr)
         # One worker answering is not all of them: orcd logs "serving"
         # (and tells systemd READY=1) once every worker's loop runs, and

@@ -250,5 +250,38 @@ def contradiction_said_once():
         srv.stop()
 
 
+@orcdtest.case
+def budget_line_names_the_slots_workers_have():
+    # direct's registered table may not outgrow RLIMIT_NOFILE: with a
+    # hard limit of 256, slots 4096 are 256 per worker, which do not hold
+    # 1000 connections, and the line says so with the 256 the workers
+    # have (it once named slots 4096, which hold 1000: no line at all).
+    if orcdtest.ENGINE == "epoll":
+        raise orcdtest.Skip("epoll has no slots")
+    limit = 256
+    line = ("max_connections 1000 does not fit slots %d (a connection "
+            "takes a slot, a download a second one, and %d stay for "
+            "files): at most %d connections per worker"
+            % (limit, limit // 8, limit - limit // 8))
+    with Server(conf="max_connections 1000;\n") as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
+        srv.preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                 (limit, limit))
+        srv.start()
+        check("each worker gets %d slots" % limit in srv.stderr_text(),
+              "no word of the limit: %s" % srv.stderr_text())
+        eq(srv.stderr_text().count(line), 1,
+           "the budget line (stderr %r)" % srv.stderr_text())
+        # A reload that keeps the slots says it again, with the same count.
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: "configuration reloaded" in srv.stderr_text(),
+                   DEADLINE, "the reload")
+        eq(srv.stderr_text().count(line), 2, "lines after the reload")
+        eq(srv.get("/hello.txt").status, 200, "served")
+        srv.assert_fds_back()
+        srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run_serverless())
