@@ -110,6 +110,7 @@ SECONDS = float(os.environ.get("ORCD_SOAK_SECONDS", "60"))
 SEED = int(os.environ.get("ORCD_SOAK_SEED", str(int(time.time()))))
 RELOAD_EVERY = 3.0
 IDLE_TIMEOUT = 5.0  # the shortest idle_timeout the configs set
+IDLE_SLACK = 0.05   # orcd's timer wheel rounds deadlines to 8 ms slots
 WARMUP = min(15.0, SECONDS / 4)
 MIB = 1 << 20
 # RSS is sampled every 0.25 s. Its median over the last 5 s of load may
@@ -815,7 +816,10 @@ class Load:
         self.s.add("bytes", len(r.body))
         if r.status == 200:
             self.j.remember(q.path, r.header("etag"))
-        c.t_last = tb
+        # The server's idle timer starts once its answer went out, which is
+        # after the request was written (ta) but may be well before this
+        # busy thread read the answer (tb): count idleness from ta.
+        c.t_last = ta
         conn_hdr = (r.header("connection") or "").lower()
         return "close" not in conn_hdr
 
@@ -827,11 +831,17 @@ class Load:
         if reused and any(t0 <= now and t_open <= (t1 or now)
                           for t0, t1 in self.srv.swaps):
             self.s.add("keep-alive closed unanswered (worker swap)")
-        elif reused and now - c.t_last >= IDLE_TIMEOUT:
+        elif reused and now - c.t_last >= IDLE_TIMEOUT - IDLE_SLACK:
             self.s.add("keep-alive closed unanswered (idle)")
         else:
-            self.j.fail("%s: closed unanswered (%s connection)"
-                        % (what, "reused" if reused else "new"))
+            last = max([t1 or now for _, t1 in self.srv.swaps] or [None],
+                       key=lambda t: t or 0)
+            self.j.fail("%s: closed unanswered (%s connection; %.2fs after "
+                        "its last request, opened %.2fs ago, last swap %s)"
+                        % (what, "reused" if reused else "new",
+                           now - c.t_last, now - t_open,
+                           "none" if last is None else
+                           "ended %.2fs ago" % (now - last)))
 
     def persistent(self, args):
         """Keep-alive connections: `turns` writes of kmin..kmax requests
