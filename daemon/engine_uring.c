@@ -783,7 +783,11 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 		free(uw);
 		return r;
 	}
-	if (fl == &uring_flavor_direct) {
+	if (fl == &uring_flavor_specific) {
+		/* For keep-alive connections' sockets (uring_conn.c); without
+		 * it they stay on their fds. */
+		uw->sock_table = !uring_register_sparse(&uw->ring, n);
+	} else {
 		r = uring_register_sparse(&uw->ring, n);
 		if (r) {
 			log_msg(LOG_ERR,

@@ -76,6 +76,8 @@ enum ustep {
 	ST_CLOSE_SOCK,
 	ST_CANCEL,
 	ST_INSTALL, /* a direct socket installed as a real fd */
+	ST_REGISTER,   /* specific: the socket put in the ring's file table */
+	ST_UNREGISTER, /* specific: and taken out of it at the close */
 	ST_MAX,
 };
 
@@ -132,6 +134,12 @@ struct uconn {
 	bool cancel_sent;
 	bool cancel_wanted; /* a deferred recv was cancelled */
 	bool shut;	    /* a shutdown of the socket was submitted */
+	bool reg_failed;    /* specific: registering the socket failed */
+	/* specific: the socket's index in the ring's file table once a
+	 * keep-alive connection registered it there (then its ops go by
+	 * that, as direct's do), else -1; reg_fd is the update's array. */
+	int sock_fixed;
+	int reg_fd;
 	struct uring_worker *uw;
 	struct uconn *prev, *next; /* live list */
 	int sock;		   /* slot of the socket */
@@ -278,6 +286,7 @@ struct uring_worker {
 	struct uconn *deferred; /* waiting for SQ room (via next) */
 	struct stat_cache *sc;	/* metadata lookups of this worker */
 	bool fd_install;	/* IORING_OP_FIXED_FD_INSTALL works (6.8+) */
+	bool sock_table;	/* specific: a file table for its sockets */
 	bool install_warned;	/* an install failed once: said so */
 	bool tearing_down;	/* specific's sockets are closed already */
 	unsigned chains_inflight;
@@ -290,6 +299,20 @@ struct uring_worker {
 	 * while the kernel may still write memory an SQE named. */
 	uint32_t sqes, cqes;
 };
+
+/* An SQE on the connection's socket, prepared with c->sock as its fd:
+ * by the slot (direct: a fixed file; specific: the fd), or by its index
+ * in the file table once specific registered it. */
+static inline void uring_on_sock(const struct uconn *c,
+				 struct io_uring_sqe *sqe)
+{
+	if (c->sock_fixed >= 0) {
+		sqe->fd = c->sock_fixed;
+		sqe->flags |= IOSQE_FIXED_FILE;
+	} else {
+		sqe->flags |= c->uw->fl->slot_sqe_flag;
+	}
+}
 
 /* uring_setup.c */
 unsigned uring_ring_depth(const struct orcd_config *cfg);

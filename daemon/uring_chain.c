@@ -85,7 +85,7 @@ static void prep_send(struct uconn *c, struct io_uring_sqe *sqe)
 	/* A head with a kept body behind it: let TCP fill the segment. */
 	io_uring_prep_send(sqe, c->sock, c->send_ptr, c->send_len,
 			   SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
-	sqe->flags |= c->uw->fl->slot_sqe_flag;
+	uring_on_sock(c, sqe);
 	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
 	arm_send_timer(c);
 }
@@ -108,7 +108,7 @@ static void prep_sendmsg(struct uconn *c, struct io_uring_sqe *sqe)
 	c->body_left -= n;
 	io_uring_prep_sendmsg(sqe, c->sock, &c->msg,
 			      SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
-	sqe->flags |= c->uw->fl->slot_sqe_flag;
+	uring_on_sock(c, sqe);
 	uring_track(c, sqe, ST_SEND, (uint32_t)(c->send_len + n));
 	c->iov_sent = true;
 	arm_send_timer(c);
@@ -369,7 +369,8 @@ static void chain_submit(struct uconn *c, bool with_open)
 	c->send_len = head + chunk;
 	sqe = uring_sqe_more(uw);
 	io_uring_prep_send(sqe, c->sock, r->buf, c->send_len, SEND_FLAGS);
-	sqe->flags |= fl->slot_sqe_flag | (last ? IOSQE_IO_HARDLINK : 0);
+	uring_on_sock(c, sqe);
+	sqe->flags |= last ? IOSQE_IO_HARDLINK : 0;
 	uring_track(c, sqe, ST_SEND, (uint32_t)c->send_len);
 	arm_send_timer(c);
 	if (last) {
@@ -520,7 +521,7 @@ static void sf_poll(struct uconn *c)
 	}
 	begin(c);
 	io_uring_prep_poll_add(sqe, c->sock, POLLOUT);
-	sqe->flags |= uw->fl->slot_sqe_flag;
+	uring_on_sock(c, sqe);
 	/* Tagged as the send it stands for: a timeout cancels it. */
 	uring_track(c, sqe, ST_SEND, 0);
 	c->sf_polling = true;

@@ -35,7 +35,7 @@ static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
 		sqe->flags |= IOSQE_BUFFER_SELECT;
 		sqe->buf_group = URING_BGID;
 	}
-	sqe->flags |= uw->fl->slot_sqe_flag;
+	uring_on_sock(c, sqe);
 	/* Never completed inline at submission, always by task work queued
 	 * after its bytes arrived: the inotify poll's CQE then comes first
 	 * (engine_uring.c, notify_arm()). */
@@ -44,12 +44,36 @@ static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
 	uring_track(c, sqe, ST_RECV, 0);
 }
 
+/*
+ * `specific`: a connection that came back for another request is a
+ * keep-alive one; its socket goes into the ring's file table, linked
+ * before this recv, so that its recvs and sends skip the fd lookup and
+ * reference count a real fd costs per op, as direct's do. The number
+ * was chosen at the accept, so the update names it without waiting for
+ * anything. A connection that ends after one response never pays for
+ * the table (6.1 switches resource nodes when an entry goes).
+ */
+static struct io_uring_sqe *prep_register(struct uconn *c,
+					  struct io_uring_sqe *sqe)
+{
+	struct uring_worker *uw = c->uw;
+
+	c->reg_fd = c->sock;
+	io_uring_prep_files_update(sqe, &c->reg_fd, 1,
+				   c->sock - uw->slots.base);
+	sqe->flags |= IOSQE_IO_LINK;
+	uring_track(c, sqe, ST_REGISTER, 0);
+	c->sock_fixed = c->sock - uw->slots.base;
+	return uring_sqe_more(uw);
+}
+
 static void arm_recv(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
 	struct io_uring_sqe *sqe;
 	char *buf = NULL;
 	size_t cap = 0;
+	bool reg;
 
 	if (c->cancel_wanted) {
 		/* Cancelled while waiting for SQ room. */
@@ -68,14 +92,18 @@ static void arm_recv(struct uconn *c)
 			return;
 		}
 	}
+	reg = uw->sock_table && c->sock_fixed < 0 && !c->reg_failed &&
+	      !c->h1.fresh;
 	/* Only now: an SQE taken is submitted, prepared or not. */
-	sqe = uring_sqe(uw, 1);
+	sqe = uring_sqe(uw, reg ? 2 : 1);
 	if (!sqe) {
 		uring_defer(c, arm_recv);
 		return;
 	}
 	uring_batch_begin(c);
 	c->state = CS_RECV;
+	if (reg)
+		sqe = prep_register(c, sqe);
 	prep_recv(c, sqe, buf, cap);
 }
 
@@ -113,6 +141,24 @@ static void recv_done(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
 	int r = c->res[ST_RECV];
+
+	if ((c->step_mask & (1u << ST_REGISTER)) && c->res[ST_REGISTER] != 1) {
+		/* The update failed, so its linked recv was cancelled:
+		 * this connection stays on its fd. */
+		if (!c->reg_failed)
+			log_msg(LOG_WARNING,
+				"worker %u: socket %d into the file table: %s",
+				uw->w->id, c->sock,
+				strerror(c->res[ST_REGISTER] < 0 ?
+						 -c->res[ST_REGISTER] :
+						 EIO));
+		c->sock_fixed = -1;
+		c->reg_failed = true;
+		if (r == -ECANCELED && !c->timed_out && !uw->hw.stopping) {
+			arm_recv(c);
+			return;
+		}
+	}
 
 	if (r == -ENOBUFS && !uw->hw.stopping) {
 		/* Every provided buffer was taken this round; they come back
@@ -169,8 +215,11 @@ static void ur_cancel(struct h1_conn *h)
 static void close_sock(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
-	bool shut_first = !uw->fl->real_fds && !c->shut;
-	struct io_uring_sqe *sqe = uring_sqe(uw, shut_first ? 2 : 1);
+	bool in_table = !uw->fl->real_fds || c->sock_fixed >= 0;
+	bool shut_first = in_table && !c->shut;
+	bool unregister = c->sock_fixed >= 0;
+	struct io_uring_sqe *sqe =
+		uring_sqe(uw, 1 + (shut_first ? 1 : 0) + (unregister ? 1 : 0));
 
 	if (!sqe) {
 		uring_defer(c, close_sock);
@@ -180,9 +229,18 @@ static void close_sock(struct uconn *c)
 	c->state = CS_CLOSING;
 	if (shut_first) {
 		io_uring_prep_shutdown(sqe, c->sock, SHUT_RDWR);
-		sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_HARDLINK;
+		uring_on_sock(c, sqe);
+		sqe->flags |= IOSQE_IO_HARDLINK;
 		uring_track(c, sqe, ST_SHUTDOWN, 0);
 		c->shut = true;
+		sqe = uring_sqe_more(uw);
+	}
+	if (unregister) {
+		/* specific: the table's entry, then the fd. */
+		io_uring_prep_close_direct(sqe, (unsigned)c->sock_fixed);
+		sqe->flags |= IOSQE_IO_HARDLINK;
+		uring_track(c, sqe, ST_UNREGISTER, 0);
+		c->sock_fixed = -1;
 		sqe = uring_sqe_more(uw);
 	}
 	uw->fl->prep_close(sqe, c->sock);
@@ -228,7 +286,8 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 	c->state = CS_LINGER;
 	if (shutdown_first) {
 		io_uring_prep_shutdown(sqe, c->sock, SHUT_WR);
-		sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_LINK;
+		uring_on_sock(c, sqe);
+		sqe->flags |= IOSQE_IO_LINK;
 		uring_track(c, sqe, ST_SHUTDOWN, 0);
 		c->shut = true;
 		sqe = uring_sqe_more(uw);
@@ -288,6 +347,11 @@ static void closing_done(struct uconn *c)
 	if (r < 0)
 		log_msg(LOG_ERR, "worker %u: close of socket slot %d: %s",
 			uw->w->id, c->sock, strerror(-r));
+	if ((c->step_mask & (1u << ST_UNREGISTER)) &&
+	    c->res[ST_UNREGISTER] < 0)
+		log_msg(LOG_ERR,
+			"worker %u: socket slot %d out of the file table: %s",
+			uw->w->id, c->sock, strerror(-c->res[ST_UNREGISTER]));
 	c->sock = -1;
 	uw->n_closing--;
 	uconn_free(c);
@@ -413,6 +477,7 @@ static void accepted(struct uring_worker *uw, int slot,
 	c->kind = UOP_CONN;
 	c->uw = uw;
 	c->sock = slot;
+	c->sock_fixed = -1;
 	c->file = -1;
 	c->sf_sock = -1;
 	c->next = uw->conns;

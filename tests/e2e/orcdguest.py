@@ -191,6 +191,13 @@ def install(orcdtest):
             return in_guest("/proc/PID/" + name, "cat",
                             "/proc/%d/%s" % (self.proc.pid, name))
 
+        def ring_fdinfo(self):
+            # fds closing while the shell reads are not an error.
+            rc, out = agent("cd /proc/%d/fd && for f in *; do "
+                            "[ \"$(readlink $f)\" = 'anon_inode:[io_uring]' ] "
+                            "&& cat ../fdinfo/$f; done; true" % self.proc.pid)
+            return out
+
         def fd_count(self):
             # fds closing while ls reads the folder are not an error.
             rc, out = agent("ls /proc/%d/fd 2>/dev/null | wc -l"

@@ -527,6 +527,18 @@ class Orcd:
             raise TestFailure("%s (now %d: %s)" % (e, self.fd_count(),
                                                   self.fd_names()))
 
+    def ring_fdinfo(self):
+        """/proc/PID/fdinfo of orcd's io_uring fds, one text."""
+        out = []
+        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (self.proc.pid, name)) \
+                        == "anon_inode:[io_uring]":
+                    out.append(self.proc_text("fdinfo/" + name))
+            except OSError:
+                pass
+        return "".join(out)
+
     def fd_names(self):
         """What orcd's fds are, for a failure message."""
         try:

@@ -3,6 +3,7 @@
 Connection: close / keep-alive, pipelining in order, idle and header
 timeouts."""
 
+import re
 import sys
 import time
 
@@ -256,6 +257,54 @@ def activity_keeps_connection_alive(srv):
             n += 1
             c.closed_by_peer(IDLE * 0.3)  # wait, but below the timeout
             check(c.buf == b"", "unexpected bytes %r" % c.buf[:40])
+
+
+def table_sockets(srv):
+    """TCP sockets in orcd's io_uring file tables (6.1's fdinfo lists each
+    entry by its dentry name), or None when a table's lock was busy and
+    fdinfo listed no entries."""
+    info = srv.ring_fdinfo()
+    if not re.search(r"^\s*\d+: ", info, re.M):
+        return None
+    return len(re.findall(r"^\s*\d+: TCP(v6)?$", info, re.M))
+
+
+def listed_sockets(srv):
+    """table_sockets() once the tables could be listed."""
+    seen = []
+
+    def listed():
+        n = table_sockets(srv)
+        if n is not None:
+            seen.append(n)
+        return n is not None
+
+    orcdtest.wait_until(listed, 10, "orcd's file tables to be listed")
+    return seen[-1]
+
+
+@orcdtest.case
+def specific_keeps_keepalive_sockets_in_the_ring(srv):
+    # specific: a connection that comes back for another request goes
+    # into the ring's file table, so its recvs and sends skip a real fd's
+    # lookup and reference count; one that closes after its response
+    # never pays for it; a closed one leaves the table.
+    if srv.engine != "specific":
+        raise orcdtest.Skip("direct's sockets are in the table from the "
+                            "accept on; epoll has no ring")
+    base = listed_sockets(srv)
+    eq(srv.get("/hello.txt").status, 200, "Connection: close request")
+    eq(listed_sockets(srv), base,
+       "sockets in the table after a closed connection")
+    with srv.conn() as c:
+        for i in range(3):
+            c.send(build_request("GET", "/hello.txt"))
+            r = c.read_response()
+            eq(r.status, 200, "request %d" % i)
+            orcdtest.wait_until(lambda: table_sockets(srv) == base + 1, 10,
+                                "the keep-alive socket in the table")
+    orcdtest.wait_until(lambda: table_sockets(srv) == base, 10,
+                        "the closed connection's socket out of the table")
 
 
 def sparse(srv, name, size):
