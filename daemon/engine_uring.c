@@ -786,7 +786,13 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	if (fl == &uring_flavor_specific) {
 		/* For keep-alive connections' sockets (uring_conn.c); without
 		 * it they stay on their fds. */
-		uw->sock_table = !uring_register_sparse(&uw->ring, n);
+		r = uring_register_sparse(&uw->ring, n);
+		uw->sock_table = !r;
+		if (r)
+			log_msg(LOG_WARNING,
+				"worker %u: no file table for sockets (%s); "
+				"keep-alive connections stay on their fds",
+				w->id, strerror(-r));
 	} else {
 		r = uring_register_sparse(&uw->ring, n);
 		if (r) {

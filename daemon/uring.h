@@ -287,6 +287,7 @@ struct uring_worker {
 	struct stat_cache *sc;	/* metadata lookups of this worker */
 	bool fd_install;	/* IORING_OP_FIXED_FD_INSTALL works (6.8+) */
 	bool sock_table;	/* specific: a file table for its sockets */
+	bool register_warned;	/* a socket's registration failed once */
 	bool install_warned;	/* an install failed once: said so */
 	bool tearing_down;	/* specific's sockets are closed already */
 	unsigned chains_inflight;

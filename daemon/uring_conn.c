@@ -46,12 +46,17 @@ static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
 
 /*
  * `specific`: a connection that came back for another request is a
- * keep-alive one; its socket goes into the ring's file table, linked
- * before this recv, so that its recvs and sends skip the fd lookup and
- * reference count a real fd costs per op, as direct's do. The number
- * was chosen at the accept, so the update names it without waiting for
- * anything. A connection that ends after one response never pays for
- * the table (6.1 switches resource nodes when an entry goes).
+ * keep-alive one; its socket goes into the ring's file table just before
+ * this recv, so that its recvs and sends skip the fd lookup and reference
+ * count a real fd costs per op, as direct's do. The number was chosen at
+ * the accept, so the update names it without waiting for anything. A
+ * connection that ends after one response never pays for the table (6.1
+ * switches resource nodes when an entry goes).
+ *
+ * Not linked: the update runs inline at issue, so the recv behind it in
+ * the SQ finds the entry, and the recv is issued at submission as every
+ * recv is, where a cancel (shed, stop) can find it. A linked recv would
+ * wait for task work, and a cancel in the same submission would miss it.
  */
 static struct io_uring_sqe *prep_register(struct uconn *c,
 					  struct io_uring_sqe *sqe)
@@ -61,7 +66,6 @@ static struct io_uring_sqe *prep_register(struct uconn *c,
 	c->reg_fd = c->sock;
 	io_uring_prep_files_update(sqe, &c->reg_fd, 1,
 				   c->sock - uw->slots.base);
-	sqe->flags |= IOSQE_IO_LINK;
 	uring_track(c, sqe, ST_REGISTER, 0);
 	c->sock_fixed = c->sock - uw->slots.base;
 	return uring_sqe_more(uw);
@@ -143,18 +147,23 @@ static void recv_done(struct uconn *c)
 	int r = c->res[ST_RECV];
 
 	if ((c->step_mask & (1u << ST_REGISTER)) && c->res[ST_REGISTER] != 1) {
-		/* The update failed, so its linked recv was cancelled:
-		 * this connection stays on its fd. */
-		if (!c->reg_failed)
+		/* The update failed, so the recv found no entry (-EBADF):
+		 * this connection stays on its fd, under the deadline the
+		 * recv had. Said once per worker: at a limit it would be
+		 * every connection. */
+		if (!uw->register_warned)
 			log_msg(LOG_WARNING,
-				"worker %u: socket %d into the file table: %s",
+				"worker %u: socket %d into the file table: %s; "
+				"such connections stay on their fds",
 				uw->w->id, c->sock,
 				strerror(c->res[ST_REGISTER] < 0 ?
 						 -c->res[ST_REGISTER] :
 						 EIO));
+		uw->register_warned = true;
 		c->sock_fixed = -1;
 		c->reg_failed = true;
-		if (r == -ECANCELED && !c->timed_out && !uw->hw.stopping) {
+		if (r == -EBADF && !uw->hw.stopping) {
+			tw_arm(&uw->tw, &c->timer, c->timer.deadline);
 			arm_recv(c);
 			return;
 		}
@@ -341,6 +350,13 @@ static void closing_done(struct uconn *c)
 	int sock = c->sock;
 
 	if (r == -ECANCELED) {
+		/* Whatever of the chain did not run runs again. */
+		if ((c->step_mask & (1u << ST_SHUTDOWN)) &&
+		    c->res[ST_SHUTDOWN] == -ECANCELED)
+			c->shut = false;
+		if ((c->step_mask & (1u << ST_UNREGISTER)) &&
+		    c->res[ST_UNREGISTER] == -ECANCELED)
+			c->sock_fixed = c->sock - uw->slots.base;
 		close_sock(c);
 		return;
 	}
