@@ -213,13 +213,14 @@ static void ur_cancel(struct h1_conn *h)
 /* ---- closing ---- */
 
 /*
- * A direct descriptor's close removes it from the table, but 6.1 puts the
- * file only once every request submitted before the removal has completed
- * (its resource nodes): with other connections' recvs waiting, a socket
- * closed for idleness or to make room sent no FIN for as long as they
- * waited. A shutdown first sends the FIN at once; hard-linked, the close
- * follows whatever it returns. A lingering close has shut it down already,
- * and `specific`'s close of a real fd puts the file itself.
+ * Closing a socket that is in the ring's file table (every direct one, a
+ * registered specific one) removes its entry, but 6.1 puts the file only
+ * once every request submitted before the removal has completed (its
+ * resource nodes): with other connections' recvs waiting, a socket closed
+ * for idleness or to make room sent no FIN for as long as they waited. A
+ * shutdown first sends the FIN at once; hard-linked, the rest follows
+ * whatever it returns. A lingering close has shut it down already, and
+ * the close of a specific socket that is only an fd puts the file itself.
  */
 static void close_sock(struct uconn *c)
 {
