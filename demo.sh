@@ -9,10 +9,12 @@
 #   --file PATH                           URL path wrk fetches (default /files/1k.bin)
 #   --port PORT                           127.0.0.1 port (default 8080)
 #   --keep                                keep serving after wrk until Ctrl-C
+#   --chain                               stat_cache 0: every request is the
+#                                         linked open-read-send-close chain
 set -euo pipefail
 cd "$(dirname "$0")"
 
-mode=qemu engine= duration=10 conns=64 file=/files/1k.bin port=8080 keep=0
+mode=qemu engine= duration=10 conns=64 file=/files/1k.bin port=8080 keep=0 chain=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--host) mode=host ;;
@@ -22,7 +24,8 @@ while [ $# -gt 0 ]; do
 	--file) file=$2; shift ;;
 	--port) port=$2; shift ;;
 	--keep) keep=1 ;;
-	-h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+	--chain) chain=1 ;;
+	-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
 	*) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -32,7 +35,7 @@ if [ "$mode" = qemu ]; then
 	tests/install-deps.sh
 	exec tests/qemu/run-demo --engine "${engine:-specific}" --duration "$duration" \
 		--connections "$conns" --file "$file" --port "$port" \
-		$([ "$keep" = 1 ] && echo --keep)
+		$([ "$keep" = 1 ] && echo --keep) $([ "$chain" = 1 ] && echo --chain)
 fi
 engine=${engine:-auto}
 cache=${ORCD_CACHE:-$HOME/.cache/orcd}
@@ -43,8 +46,13 @@ cmake --build build-release -j "$(nproc)" --target orcd >/dev/null
 site=$(tests/site/build.sh "$cache/site")
 
 url="http://127.0.0.1:$port$file"
+conf=conf/orcd.conf
+if [ "$chain" = 1 ]; then
+	conf=$cache/demo-chain.conf
+	{ cat conf/orcd.conf; echo 'stat_cache 0;'; } >"$conf"
+fi
 build-release/orcd --root "$site" --listen "127.0.0.1:$port" --engine "$engine" \
-	--threads 2 -c conf/orcd.conf &
+	--threads 2 -c "$conf" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
 deadline=$((SECONDS + 15))

@@ -97,6 +97,8 @@ def build_initramfs(orcd_bin, extra_bins=(), extra_adds=(), out=None):
             "--add", os.path.join(d, "run") + ":/orcd/daemon/run",
             "--add", os.path.join(d, "agent") + ":/orcd/daemon/agent",
             "--add", os.path.join(d, "orcd.conf") + ":/etc/orcd/orcd.conf",
+            "--add", os.path.join(d, "orcd-chain.conf") +
+            ":/etc/orcd/orcd-chain.conf",
             "--add", "/etc/mime.types:/etc/mime.types",
             "--add", build_site() + ":/srv/site"]
     for b in extra_bins:
@@ -109,10 +111,12 @@ def build_initramfs(orcd_bin, extra_bins=(), extra_adds=(), out=None):
 
 class Guest:
     def __init__(self, kernel, initrd, engine=None, share=None, timeout=1800,
-                 mem=1024, http_port=None, log=None, same_ports=()):
+                 mem=1024, http_port=None, log=None, same_ports=(),
+                 chain=False):
         self.kernel = kernel
         self.initrd = initrd
         self.engine = engine
+        self.chain = chain  # orcd with stat_cache 0 (orcd-chain.conf)
         self.share = share
         self.timeout = timeout
         self.mem = mem
@@ -133,6 +137,8 @@ class Guest:
         append = "orcd.run=/orcd/daemon/run"
         if self.engine:
             append += " orcd.engine=" + self.engine
+        if self.chain:
+            append += " orcd.chain=1"
         if self.share:
             append += " orcd.share=" + self.share
         cmd = [os.path.join(HERE, "boot.sh"), "--kernel", self.kernel,
