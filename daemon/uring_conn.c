@@ -212,6 +212,20 @@ static void ur_cancel(struct h1_conn *h)
 
 /* ---- closing ---- */
 
+/* A shutdown of the socket, `link` (IOSQE_IO_LINK or _HARDLINK) to what
+ * follows in the next SQE, which this returns. */
+static struct io_uring_sqe *prep_shutdown(struct uconn *c,
+					  struct io_uring_sqe *sqe, int how,
+					  uint8_t link)
+{
+	io_uring_prep_shutdown(sqe, c->sock, how);
+	uring_on_sock(c, sqe);
+	sqe->flags |= link;
+	uring_track(c, sqe, ST_SHUTDOWN, 0);
+	c->shut = true;
+	return uring_sqe_more(c->uw);
+}
+
 /*
  * Closing a socket that is in the ring's file table (every direct one, a
  * registered specific one) removes its entry, but 6.1 puts the file only
@@ -237,14 +251,8 @@ static void close_sock(struct uconn *c)
 	}
 	uring_batch_begin(c);
 	c->state = CS_CLOSING;
-	if (shut_first) {
-		io_uring_prep_shutdown(sqe, c->sock, SHUT_RDWR);
-		uring_on_sock(c, sqe);
-		sqe->flags |= IOSQE_IO_HARDLINK;
-		uring_track(c, sqe, ST_SHUTDOWN, 0);
-		c->shut = true;
-		sqe = uring_sqe_more(uw);
-	}
+	if (shut_first)
+		sqe = prep_shutdown(c, sqe, SHUT_RDWR, IOSQE_IO_HARDLINK);
 	if (unregister) {
 		/* specific: the table's entry, then the fd. */
 		io_uring_prep_close_direct(sqe, (unsigned)c->sock_fixed);
@@ -294,14 +302,8 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 	}
 	uring_batch_begin(c);
 	c->state = CS_LINGER;
-	if (shutdown_first) {
-		io_uring_prep_shutdown(sqe, c->sock, SHUT_WR);
-		uring_on_sock(c, sqe);
-		sqe->flags |= IOSQE_IO_LINK;
-		uring_track(c, sqe, ST_SHUTDOWN, 0);
-		c->shut = true;
-		sqe = uring_sqe_more(uw);
-	}
+	if (shutdown_first)
+		sqe = prep_shutdown(c, sqe, SHUT_WR, IOSQE_IO_LINK);
 	prep_recv(c, sqe, buf, cap);
 	/* A lingering recv carries no request, so the freshness order
 	 * (prep_recv) does not need it polled first, and linked behind the

@@ -281,6 +281,19 @@ def read_metrics(port, timeout=10.0):
     return out
 
 
+def tcp_rows():
+    """The columns of each row of /proc/net/tcp and tcp6 (this network
+    namespace's TCP sockets)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    yield line.split()
+        except OSError:
+            pass
+
+
 def http_date(t):
     """IMF-fixdate for a POSIX time."""
     return email.utils.formatdate(t, usegmt=True)
@@ -367,66 +380,43 @@ class Orcd:
         self.fd_baseline = self.fd_count()
         return self
 
+    def fd_links(self):
+        """{fd name: link} of orcd's fds; ones closing meanwhile left out."""
+        out = {}
+        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
+            try:
+                out[name] = os.readlink("/proc/%d/fd/%s" % (self.proc.pid,
+                                                             name))
+            except OSError:
+                pass
+        return out
+
     def client_sockets(self):
         """orcd's socket fds that are not TCP listeners: connections,
         including one whose TCP side already ended (a FIN answered in
         FIN_WAIT2 leaves a timewait entry without an inode, while the fd
         stays until orcd's lingering close reads the end)."""
-        inodes = set()
-        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
-            try:
-                link = os.readlink("/proc/%d/fd/%s" % (self.proc.pid, name))
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                with open(table) as f:
-                    next(f)
-                    for line in f:
-                        cols = line.split()
-                        if cols[3] == "0A":  # TCP_LISTEN
-                            inodes.discard(cols[9])
-            except OSError:
-                pass
+        inodes = set(link[8:-1] for link in self.fd_links().values()
+                     if link.startswith("socket:["))
+        for cols in tcp_rows():
+            if cols[3] == "0A":  # TCP_LISTEN
+                inodes.discard(cols[9])
         return sorted(inodes)
 
     def socket_of(self, conn):
         """orcd's end of a client connection, as the inode of the socket
         whose peer is conn's local address; None if orcd holds none."""
         port = conn.sock.getsockname()[1]
-        held = set()
-        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
-            try:
-                held.add(os.readlink("/proc/%d/fd/%s" % (self.proc.pid,
-                                                          name)))
-            except OSError:
-                pass
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                with open(table) as f:
-                    next(f)
-                    for line in f:
-                        cols = line.split()
-                        if int(cols[2].rsplit(":", 1)[1], 16) == port and \
-                                "socket:[%s]" % cols[9] in held:
-                            return cols[9]
-            except OSError:
-                pass
+        held = set(self.fd_links().values())
+        for cols in tcp_rows():
+            if int(cols[2].rsplit(":", 1)[1], 16) == port and \
+                    "socket:[%s]" % cols[9] in held:
+                return cols[9]
         return None
 
     def holds_socket(self, inode):
         """Whether any of orcd's fds is the socket with this inode."""
-        want = "socket:[%s]" % inode
-        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
-            try:
-                if os.readlink("/proc/%d/fd/%s" % (self.proc.pid,
-                                                    name)) == want:
-                    return True
-            except OSError:
-                pass
-        return False
+        return "socket:[%s]" % inode in self.fd_links().values()
 
     def _answers(self):
         if self.proc.poll() is not None:
@@ -530,24 +520,22 @@ class Orcd:
     def ring_fdinfo(self):
         """/proc/PID/fdinfo of orcd's io_uring fds, one text."""
         out = []
-        for name in os.listdir("/proc/%d/fd" % self.proc.pid):
-            try:
-                if os.readlink("/proc/%d/fd/%s" % (self.proc.pid, name)) \
-                        == "anon_inode:[io_uring]":
+        for name, link in self.fd_links().items():
+            if link == "anon_inode:[io_uring]":
+                try:
                     out.append(self.proc_text("fdinfo/" + name))
-            except OSError:
-                pass
+                except OSError:
+                    pass
         return "".join(out)
 
     def fd_names(self):
         """What orcd's fds are, for a failure message."""
         try:
-            return ", ".join("%s -> %s" % (n, os.readlink(
-                "/proc/%d/fd/%s" % (self.proc.pid, n)))
-                for n in sorted(os.listdir("/proc/%d/fd" % self.proc.pid),
-                                key=int))
+            links = self.fd_links()
         except OSError as e:
             return str(e)
+        return ", ".join("%s -> %s" % (n, links[n])
+                         for n in sorted(links, key=int))
 
     def conn(self, timeout=10.0, rcvbuf=None):
         return Conn(self.addr, timeout, rcvbuf)
