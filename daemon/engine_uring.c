@@ -701,7 +701,6 @@ static bool uring_cleanup(struct uring_worker *uw)
 	 * `specific` its fds are real: close them here; a direct table goes
 	 * with the ring. */
 	if (uw->fl == &uring_flavor_specific) {
-		uw->tearing_down = true;
 		for (struct uconn *c = uw->conns; c; c = c->next) {
 			if (c->file >= 0)
 				close(c->file);

@@ -160,9 +160,12 @@ struct uconn {
 	 * the socket's own (specific), or one installed for the transfer
 	 * (direct); -1 when it goes by sends. */
 	int sf_sock;
-	bool sf_installed;   /* sf_sock is ours to close */
-	bool sf_nonblock;    /* we made the socket O_NONBLOCK for sendfile */
-	int sf_flags;	     /* its file status flags before that */
+	bool sf_installed;   /* sf_sock is ours to close after the body */
+	bool sf_started;     /* the first sendfile of this body ran */
+	/* direct: the socket installed as an fd and kept for the
+	 * connection's next large bodies (at most SOCK_FDS_KEPT per
+	 * worker), closed with the connection; -1 when none. */
+	int sock_fd;
 	bool sf_polling;     /* the op in flight is a poll for POLLOUT */
 	int64_t sf_deadline; /* send_timeout after the last progress */
 	bool iov_sent;	     /* the send in flight is msg: head + body piece */
@@ -289,7 +292,7 @@ struct uring_worker {
 	bool sock_table;	/* specific: a file table for its sockets */
 	bool register_warned;	/* a socket's registration failed once */
 	bool install_warned;	/* an install failed once: said so */
-	bool tearing_down;	/* specific's sockets are closed already */
+	unsigned sock_fds;	/* connections' kept sock_fd */
 	unsigned chains_inflight;
 	struct timerwheel tw;
 	int64_t now_ms; /* CLOCK_MONOTONIC, taken once per loop turn */

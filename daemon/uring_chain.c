@@ -29,13 +29,13 @@
  * the head in one SEND (up to 4 KiB, copied behind it) or one SENDMSG
  * (two iovecs); a large one kept open goes by sendfile(2) from this
  * thread to a real socket fd (the slot on `specific`, the slot installed
- * as an fd on `direct`), and a full socket waits in a POLL_ADD for
- * POLLOUT under the same send timeout.
+ * as an fd on `direct`, kept for the connection's next large bodies),
+ * and a full socket waits in a POLL_ADD for POLLOUT under the same send
+ * timeout.
  *
  * The outcome goes up to the HTTP/1 core through its responded().
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <poll.h>
@@ -59,6 +59,12 @@
 /* Bytes sendfile moves per turn, so one big download cannot starve the
  * other connections of the worker (as on epoll). */
 #define SENDFILE_CHUNK (1u << 20)
+/* On direct, a connection keeps its socket installed as an fd after a
+ * sendfile body, for the next one: a download client asks again. Bounded
+ * per worker like the files kept open (STAT_CACHE_MAP_FDS), so that
+ * these fds never crowd out the log's or a reload's; beyond it each body
+ * installs its own and closes it. */
+#define SOCK_FDS_KEPT  256u
 
 static void chain_submit(struct uconn *c, bool with_open);
 
@@ -138,12 +144,13 @@ static void send_plain(struct uconn *c)
  * the page-cache pages to the socket, with no copy at all, where a send
  * from the mapping copies once. sendfile needs a real socket fd: the
  * slot itself on `specific`; on `direct` the slot is installed as one
- * (6.8+) in the same batch as the head's send, and closed at the end.
+ * (6.8+) in the same batch as the head's send, once per connection while
+ * the worker keeps fewer than SOCK_FDS_KEPT of them.
  */
 static void send_head_sf(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
-	bool install = !uw->fl->real_fds;
+	bool install = !uw->fl->real_fds && c->sock_fd < 0;
 	struct io_uring_sqe *sqe = uring_sqe(uw, install ? 2 : 1);
 
 	if (!sqe) {
@@ -156,7 +163,7 @@ static void send_head_sf(struct uconn *c)
 		uring_track(c, sqe, ST_INSTALL, 0);
 		sqe = uring_sqe_more(uw);
 	} else {
-		c->sf_sock = c->sock;
+		c->sf_sock = uw->fl->real_fds ? c->sock : c->sock_fd;
 	}
 	prep_send(c, sqe);
 }
@@ -178,24 +185,23 @@ static void took_install(struct uconn *c)
 		return;
 	}
 	c->sf_sock = r;
-	c->sf_installed = true;
+	if (c->uw->sock_fds < SOCK_FDS_KEPT) {
+		c->sock_fd = r;
+		c->uw->sock_fds++;
+	} else {
+		c->sf_installed = true;
+	}
 }
 
-/* The sendfile part is over: the socket as it was, the installed fd
+/* The sendfile part is over: an fd installed for this body only is
  * closed. */
 static void sf_end(struct uconn *c)
 {
-	if (c->sf_sock < 0)
-		return;
-	/* At teardown `specific` has closed the socket already: its number
-	 * may be someone else's by now. */
-	if (c->sf_nonblock && (c->sf_installed || !c->uw->tearing_down))
-		fcntl(c->sf_sock, F_SETFL, c->sf_flags);
 	if (c->sf_installed)
 		close(c->sf_sock);
 	c->sf_sock = -1;
 	c->sf_installed = false;
-	c->sf_nonblock = false;
+	c->sf_started = false;
 	c->sf_polling = false;
 }
 
@@ -549,15 +555,10 @@ static void sf_push(struct uconn *c)
 	struct uring_worker *uw = c->uw;
 	uint64_t budget = SENDFILE_CHUNK;
 
-	if (!c->sf_nonblock) {
-		/* A full socket must answer EAGAIN, not block the worker. */
-		c->sf_flags = fcntl(c->sf_sock, F_GETFL);
-		if (c->sf_flags < 0 ||
-		    fcntl(c->sf_sock, F_SETFL, c->sf_flags | O_NONBLOCK) < 0) {
-			sf_fail(c, errno);
-			return;
-		}
-		c->sf_nonblock = true;
+	if (!c->sf_started) {
+		/* The socket is O_NONBLOCK since its accept (uring_setup.c):
+		 * a full one answers EAGAIN, it never blocks the worker. */
+		c->sf_started = true;
 		c->sf_deadline = uw->now_ms + c->send_timeout_ms;
 		STAT_INC(uw->w, sendfile_bodies);
 	}

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "log.h"
@@ -335,6 +336,11 @@ static void uconn_free(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
 
+	if (c->sock_fd >= 0) {
+		/* The fd a sendfile body installed (uring_chain.c). */
+		close(c->sock_fd);
+		uw->sock_fds--;
+	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -499,6 +505,7 @@ static void accepted(struct uring_worker *uw, int slot,
 	c->sock_fixed = -1;
 	c->file = -1;
 	c->sf_sock = -1;
+	c->sock_fd = -1;
 	c->next = uw->conns;
 	if (uw->conns)
 		uw->conns->prev = c;

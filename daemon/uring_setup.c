@@ -22,11 +22,23 @@
 
 /* ---- the table: how each engine names a slot ---- */
 
+/*
+ * Accepted sockets are O_NONBLOCK from the start, so that sendfile(2)
+ * from the worker (uring_chain.c) answers EAGAIN on a full socket
+ * instead of blocking, with no fcntl per response. The ring's own socket
+ * ops do not look at the flag: send and recv pass their MSG_ flags to
+ * the socket layer themselves (MSG_DONTWAIT when issued non-blocking, so
+ * that a full or empty socket arms poll), and in io-wq they block as
+ * before. Only a multishot recvmsg reads it, which orcd does not use.
+ */
+
 static void direct_prep_accept(struct io_uring_sqe *sqe, int lfd,
 			       struct sockaddr *addr, socklen_t *alen, int slot)
 {
-	/* No SOCK_CLOEXEC: 6.1 rejects it together with a file_index. */
-	io_uring_prep_accept_direct(sqe, lfd, addr, alen, 0, (unsigned)slot);
+	/* No SOCK_CLOEXEC: 6.1 rejects it together with a file_index.
+	 * SOCK_NONBLOCK: see above. */
+	io_uring_prep_accept_direct(sqe, lfd, addr, alen, SOCK_NONBLOCK,
+				    (unsigned)slot);
 }
 
 static void direct_prep_open(struct io_uring_sqe *sqe, int dfd,
@@ -60,7 +72,7 @@ static void specific_prep_accept(struct io_uring_sqe *sqe, int lfd,
 				 struct sockaddr *addr, socklen_t *alen,
 				 int slot)
 {
-	io_uring_prep_accept(sqe, lfd, addr, alen, SOCK_CLOEXEC);
+	io_uring_prep_accept(sqe, lfd, addr, alen, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	sqe->ioprio |= ORCD_IORING_ACCEPT_SPECIFIC_FD;
 	sqe->len = (uint32_t)slot;
 }

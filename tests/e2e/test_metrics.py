@@ -95,6 +95,58 @@ def hot_large_file_goes_by_sendfile(srv):
 
 
 @orcdtest.case
+def sendfile_socket_fd_lives_with_its_connection(srv):
+    # sendfile(2) needs the socket as a real fd: on epoll and specific it
+    # is one; on direct (6.8+) the slot is installed as one at the first
+    # large body and kept for the connection's next ones, then closed
+    # with it. Wherever orcd holds it, the socket is O_NONBLOCK from its
+    # accept (a full socket must answer EAGAIN, not block the worker)
+    # and close-on-exec.
+    if getattr(srv, "shared_fs", False):
+        raise orcdtest.Skip("no stat cache on a 9p root")
+    data = bytes((i * 11 + (i >> 10)) & 0xFF for i in range(2 << 20))
+    srv.write_file("big-fd.bin", data)
+    installs = srv.engine != "direct" or kernel_at_least(6, 8)
+    before = srv.metrics()["orcd_sendfile_bodies_total"]
+    with srv.conn() as c:
+        seen = set()
+        for i in range(4):
+            c.send(orcdtest.build_request("GET", "/big-fd.bin"))
+            r = c.read_response()
+            eq(r.status, 200, "round %d" % i)
+            check(r.body == data, "round %d: body differs" % i)
+            if i == 0:
+                continue  # a chain; the file is kept from here on
+            inode = srv.socket_of(c)
+            if not installs:
+                eq(inode, None, "direct without FIXED_FD_INSTALL holds "
+                   "the socket as an fd")
+                continue
+            check(inode is not None,
+                  "round %d: orcd holds no fd for the connection "
+                  "between its large bodies" % i)
+            fds = sorted(fd for fd, link in srv.fd_links().items()
+                         if link == "socket:[%s]" % inode)
+            eq(len(fds), 1, "round %d: fds for the socket" % i)
+            seen.update(fds)
+            flags = int(re.search(r"^flags:\s*([0-7]+)",
+                                  srv.proc_text("fdinfo/" + fds[0]),
+                                  re.M).group(1), 8)
+            check(flags & os.O_NONBLOCK, "socket fd %s is blocking "
+                  "(flags %o)" % (fds[0], flags))
+            check(flags & os.O_CLOEXEC, "socket fd %s is not "
+                  "close-on-exec (flags %o)" % (fds[0], flags))
+        if installs:
+            eq(len(seen), 1, "one fd for the connection's bodies, got %s"
+               % sorted(seen))
+    eq(srv.metrics()["orcd_sendfile_bodies_total"] - before,
+       3 if installs else 0, "bodies sent by sendfile")
+    if installs:
+        orcdtest.wait_until(lambda: not srv.holds_socket(inode), 10,
+                            "orcd to close the connection's socket fd")
+
+
+@orcdtest.case
 def kept_bodies_beyond_the_open_ones_go_by_sends(srv):
     # Only the first 256 large files a worker keeps stay open; the others
     # are sent from their mapping, the head and the first piece in one
