@@ -673,6 +673,11 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 		reload_failed(c, "out of memory", ready);
 		return;
 	}
+	if (!same && !new_workers) {
+		/* The listeners that run stay, and so does what names them. */
+		memcpy(c->listen, s->cfg->listen, sizeof(c->listen));
+		c->n_listen = s->cfg->n_listen;
+	}
 	if (same) {
 		/* The usual case: the workers take the new config. */
 	} else if (s->socket_activated) {

@@ -93,6 +93,30 @@ def each_reload_compares_with_what_runs():
 
 
 @orcdtest.case
+def refused_listen_change_compares_with_what_runs():
+    # specific reserves its fd ranges once, for one set of workers, so a
+    # reload cannot start workers for new listen addresses: it says so
+    # and serves on. Going back to the running address is then nothing
+    # to say (once the installed config named the refused address, and
+    # that reload warned again).
+    with Server() as srv:
+        if srv.engine != "specific":
+            raise orcdtest.Skip("the other engines start new workers")
+        srv.start()
+        running = srv.port
+        refused = "listen addresses change on restart"
+        srv.port = orcdtest.free_port()
+        reload(srv, "")
+        srv.port = running
+        eq(srv.stderr_text().count(refused), 1, "the change refused")
+        eq(srv.get("/hello.txt").body, HELLO, "served on the running port")
+        reload(srv, "")
+        eq(srv.stderr_text().count(refused), 1,
+           "lines after going back to the running address")
+        srv.stop()
+
+
+@orcdtest.case
 def lowered_max_header_bytes_answers_431():
     with Server() as srv:
         srv.start()
