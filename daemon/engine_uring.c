@@ -699,7 +699,14 @@ static bool uring_cleanup(struct uring_worker *uw)
 			uw->w->id, (unsigned)(uw->sqes - uw->cqes), QUIESCE_MS);
 	/* Anything still live was cut short by the unwind bound. For
 	 * `specific` its fds are real: close them here; a direct table goes
-	 * with the ring. */
+	 * with the ring, but not a socket installed from it as an fd. */
+	for (struct uconn *c = uw->conns; c; c = c->next) {
+		if (c->sock_fd >= 0) {
+			close(c->sock_fd);
+			c->sock_fd = -1;
+			uw->sock_fds--;
+		}
+	}
 	if (uw->fl == &uring_flavor_specific) {
 		for (struct uconn *c = uw->conns; c; c = c->next) {
 			if (c->file >= 0)
@@ -813,6 +820,9 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->notify.usable = uw->ring.flags & IORING_SETUP_DEFER_TASKRUN;
 	uw->fd_install = fl == &uring_flavor_direct &&
 			 uring_has_fd_install(&uw->ring);
+	uw->sock_fds_max =
+		uw->fd_install ? uring_sock_fds_max(w->srv->n_workers) : 0;
+	uring_fault_setup(uw);
 	uw->sc = stat_cache_new(w->cfg, w->stats.stat_cache);
 	if (!uw->sc)
 		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",

@@ -143,6 +143,9 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	metric(&o, "sendfile_bodies_total", "counter",
 	       "Kept bodies of large files sent by sendfile(2).",
 	       &t->sendfile_bodies);
+	metric(&o, "sends_again_total", "counter",
+	       "Ring sends that moved nothing (-EAGAIN) and went again.",
+	       &t->send_again);
 	put(&o,
 	    "# HELP orcd_chain_outcomes_total Chains that did not run to the end, by cause.\n"
 	    "# TYPE orcd_chain_outcomes_total counter\n");

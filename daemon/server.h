@@ -42,6 +42,7 @@ struct orcd_stats {
 	_Atomic uint64_t chain_client_gone;
 	_Atomic uint64_t chain_close_repaired;
 	_Atomic uint64_t sendfile_bodies; /* kept bodies sent by sendfile */
+	_Atomic uint64_t send_again; /* sends that moved nothing (-EAGAIN) */
 	_Atomic uint64_t ebusy;
 	_Atomic uint64_t submits; /* io_uring_enter / event-loop wakeups */
 	/* stat cache (every engine), in stat_cache.h's SC_* order */

@@ -46,6 +46,13 @@ struct orcd_open_how {
 #define ORCD_O_SPECIFIC_FD	       01000000000
 #define ORCD_IORING_ACCEPT_SPECIFIC_FD (1U << 15)
 #define ORCD_PR_INCREASE_MIN_FD	       0x4f524344
+/* On direct, a connection keeps its socket installed as an fd after a
+ * sendfile body, for the next one: a download client asks again. At most
+ * this many per worker, like the files kept open (STAT_CACHE_MAP_FDS),
+ * and fewer where RLIMIT_NOFILE is tight (uring_sock_fds_max). */
+#define SOCK_FDS_KEPT		       256u
+/* IORING_OP_NOP's flag (6.13+) to complete with sqe->len as the result. */
+#define ORCD_IORING_NOP_INJECT_RESULT  (1U << 0)
 
 /*
  * user_data is the address of the object a CQE belongs to with the step
@@ -162,6 +169,7 @@ struct uconn {
 	int sf_sock;
 	bool sf_installed;   /* sf_sock is ours to close after the body */
 	bool sf_started;     /* the first sendfile of this body ran */
+	bool send_again;     /* the next send keeps the timer's deadline */
 	/* direct: the socket installed as an fd and kept for the
 	 * connection's next large bodies (at most SOCK_FDS_KEPT per
 	 * worker), closed with the connection; -1 when none. */
@@ -293,6 +301,9 @@ struct uring_worker {
 	bool register_warned;	/* a socket's registration failed once */
 	bool install_warned;	/* an install failed once: said so */
 	unsigned sock_fds;	/* connections' kept sock_fd */
+	unsigned sock_fds_max;	/* at most this many (uring_sock_fds_max) */
+	/* Tests: every Nth SENDMSG completes -EAGAIN instead (0: none). */
+	unsigned fault_eagain_every, fault_eagain_n;
 	unsigned chains_inflight;
 	struct timerwheel tw;
 	int64_t now_ms; /* CLOCK_MONOTONIC, taken once per loop turn */
@@ -323,6 +334,9 @@ unsigned uring_ring_depth(const struct orcd_config *cfg);
 int uring_ring_init(struct io_uring *ring, unsigned entries);
 int uring_register_sparse(struct io_uring *ring, unsigned n);
 bool uring_has_fd_install(struct io_uring *ring);
+unsigned uring_sock_fds_max(unsigned workers);
+void uring_fault_setup(struct uring_worker *uw);
+bool uring_fault_send_eagain(struct uring_worker *uw);
 void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot);
 void uring_br_setup(struct uring_worker *uw);
 void uring_br_recycle(struct uring_worker *uw, unsigned bid);

@@ -59,12 +59,6 @@
 /* Bytes sendfile moves per turn, so one big download cannot starve the
  * other connections of the worker (as on epoll). */
 #define SENDFILE_CHUNK (1u << 20)
-/* On direct, a connection keeps its socket installed as an fd after a
- * sendfile body, for the next one: a download client asks again. Bounded
- * per worker like the files kept open (STAT_CACHE_MAP_FDS), so that
- * these fds never crowd out the log's or a reload's; beyond it each body
- * installs its own and closes it. */
-#define SOCK_FDS_KEPT  256u
 
 static void chain_submit(struct uconn *c, bool with_open);
 
@@ -80,10 +74,16 @@ static struct h1_resp *resp_of(struct uconn *c)
 	return c->h1.resp;
 }
 
-/* A send must make progress within send_timeout. */
+/* A send must make progress within send_timeout; a send again after
+ * one that moved nothing keeps the deadline it had. */
 static void arm_send_timer(struct uconn *c)
 {
-	tw_arm(&c->uw->tw, &c->timer, c->uw->now_ms + c->send_timeout_ms);
+	if (c->send_again)
+		tw_arm(&c->uw->tw, &c->timer, c->timer.deadline);
+	else
+		tw_arm(&c->uw->tw, &c->timer,
+		       c->uw->now_ms + c->send_timeout_ms);
+	c->send_again = false;
 }
 
 static void prep_send(struct uconn *c, struct io_uring_sqe *sqe)
@@ -112,9 +112,17 @@ static void prep_sendmsg(struct uconn *c, struct io_uring_sqe *sqe)
 	c->msg.msg_iovlen = 2;
 	c->body_ptr += n;
 	c->body_left -= n;
-	io_uring_prep_sendmsg(sqe, c->sock, &c->msg,
-			      SEND_FLAGS | (c->body_left ? MSG_MORE : 0));
-	uring_on_sock(c, sqe);
+	if (uring_fault_send_eagain(c->uw)) {
+		/* Tests: this SENDMSG as io-wq can end it (uring_setup.c). */
+		io_uring_prep_nop(sqe);
+		sqe->rw_flags = ORCD_IORING_NOP_INJECT_RESULT;
+		sqe->len = (uint32_t)-EAGAIN;
+	} else {
+		io_uring_prep_sendmsg(sqe, c->sock, &c->msg,
+				      SEND_FLAGS |
+					      (c->body_left ? MSG_MORE : 0));
+		uring_on_sock(c, sqe);
+	}
 	uring_track(c, sqe, ST_SEND, (uint32_t)(c->send_len + n));
 	c->iov_sent = true;
 	arm_send_timer(c);
@@ -145,7 +153,7 @@ static void send_plain(struct uconn *c)
  * from the mapping copies once. sendfile needs a real socket fd: the
  * slot itself on `specific`; on `direct` the slot is installed as one
  * (6.8+) in the same batch as the head's send, once per connection while
- * the worker keeps fewer than SOCK_FDS_KEPT of them.
+ * the worker keeps fewer than sock_fds_max of them (else once per body).
  */
 static void send_head_sf(struct uconn *c)
 {
@@ -185,7 +193,7 @@ static void took_install(struct uconn *c)
 		return;
 	}
 	c->sf_sock = r;
-	if (c->uw->sock_fds < SOCK_FDS_KEPT) {
+	if (c->uw->sock_fds < c->uw->sock_fds_max) {
 		c->sock_fd = r;
 		c->uw->sock_fds++;
 	} else {
@@ -483,6 +491,18 @@ static enum uafter judge_send(struct uconn *c, bool more_file)
 				      ((size_t)r - head);
 			c->send_len = c->iov[1].iov_len - ((size_t)r - head);
 		}
+		return AFTER_NONE;
+	}
+	if (r == -EAGAIN && !uw->hw.drain_expired) {
+		/* A SENDMSG that ran blocking in io-wq on the O_NONBLOCK
+		 * socket (uring_setup.c): nothing went out, nothing failed.
+		 * The same bytes go again, under the same deadline. */
+		if (c->iov_sent) {
+			c->body_ptr -= c->iov[1].iov_len;
+			c->body_left += c->iov[1].iov_len;
+		}
+		c->send_again = true;
+		STAT_INC(uw->w, send_again);
 		return AFTER_NONE;
 	}
 	if (r > 0 && !uw->hw.drain_expired) {

@@ -339,6 +339,7 @@ static void uconn_free(struct uconn *c)
 	if (c->sock_fd >= 0) {
 		/* The fd a sendfile body installed (uring_chain.c). */
 		close(c->sock_fd);
+		c->sock_fd = -1;
 		uw->sock_fds--;
 	}
 	if (c->prev)

@@ -25,11 +25,15 @@
 /*
  * Accepted sockets are O_NONBLOCK from the start, so that sendfile(2)
  * from the worker (uring_chain.c) answers EAGAIN on a full socket
- * instead of blocking, with no fcntl per response. The ring's own socket
- * ops do not look at the flag: send and recv pass their MSG_ flags to
- * the socket layer themselves (MSG_DONTWAIT when issued non-blocking, so
- * that a full or empty socket arms poll), and in io-wq they block as
- * before. Only a multishot recvmsg reads it, which orcd does not use.
+ * instead of blocking, with no fcntl per response. The ring's SEND and
+ * RECV do not look at the flag (they hand their own MSG_ flags to the
+ * socket layer: MSG_DONTWAIT when issued non-blocking, so that a full or
+ * empty socket arms poll); POLL_ADD, SHUTDOWN and CLOSE do not either.
+ * SENDMSG does (its ____sys_sendmsg adds MSG_DONTWAIT), which matters
+ * only when it runs blocking in io-wq, after poll could not be armed (a
+ * retry budget spent, no memory): it then completes with -EAGAIN where
+ * it would have waited, and judge_send sends again under the same
+ * deadline.
  */
 
 static void direct_prep_accept(struct io_uring_sqe *sqe, int lfd,
@@ -257,6 +261,47 @@ void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot)
 	sqe->flags |= IOSQE_FIXED_FILE;
 }
 
+/*
+ * ORCD_URING_SEND_EAGAIN=N (tests only) makes every Nth SENDMSG a NOP
+ * that completes with -EAGAIN, as a SENDMSG run blocking in io-wq on the
+ * non-blocking socket does (see the accept flags above), so that a test
+ * can see the send go again. It needs NOP's injected result (6.13+); on
+ * an older kernel it stays off.
+ */
+void uring_fault_setup(struct uring_worker *uw)
+{
+	const char *env = getenv("ORCD_URING_SEND_EAGAIN");
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+
+	if (!env || !*env)
+		return;
+	sqe = io_uring_get_sqe(&uw->ring);
+	if (!sqe)
+		return;
+	io_uring_prep_nop(sqe);
+	sqe->rw_flags = ORCD_IORING_NOP_INJECT_RESULT;
+	sqe->len = (uint32_t)-EAGAIN;
+	io_uring_sqe_set_data64(sqe, 0);
+	if (io_uring_submit_and_wait(&uw->ring, 1) < 1 ||
+	    io_uring_peek_cqe(&uw->ring, &cqe))
+		return;
+	if (cqe->res == -EAGAIN)
+		uw->fault_eagain_every = (unsigned)strtoul(env, NULL, 10);
+	io_uring_cqe_seen(&uw->ring, cqe);
+	log_msg(LOG_WARNING, "worker %u: ORCD_URING_SEND_EAGAIN=%s: %s",
+		uw->w->id, env,
+		uw->fault_eagain_every ? "every Nth SENDMSG fails with EAGAIN" :
+					 "needs Linux 6.13+; off");
+}
+
+bool uring_fault_send_eagain(struct uring_worker *uw)
+{
+	if (!uw->fault_eagain_every)
+		return false;
+	return ++uw->fault_eagain_n % uw->fault_eagain_every == 0;
+}
+
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap)
 {
 	struct io_uring ring;
@@ -377,13 +422,20 @@ int uring_specific_setup(struct orcd_server *srv, char *err, size_t cap)
 /*
  * 6.1 refuses a registered-file table larger than RLIMIT_NOFILE (rsrc.c,
  * io_sqe_files_register: EMFILE), and the usual soft limit is 1024 while
- * slots defaults to 4096. Raise the soft limit toward the hard one once,
- * before the workers start; a worker clamps its table to what is left.
+ * slots defaults to 4096. The real fds a worker keeps (files the stat
+ * cache keeps open, sockets installed for sendfile) should take at most
+ * half of the limit, so that logs, listeners and a reload's opens always
+ * find one. Raise the soft limit toward the hard one once, before the
+ * workers start; a worker clamps its table and its kept sockets to what
+ * is left.
  */
 int uring_direct_setup(struct orcd_server *srv, char *err, size_t cap)
 {
 	struct rlimit rl;
-	rlim_t want = srv->cfg->slots;
+	rlim_t table = srv->cfg->slots;
+	rlim_t kept = (rlim_t)srv->n_workers * 2 *
+		      (STAT_CACHE_MAP_FDS + SOCK_FDS_KEPT);
+	rlim_t want = table > kept ? table : kept;
 
 	(void)err;
 	(void)cap;
@@ -394,13 +446,32 @@ int uring_direct_setup(struct orcd_server *srv, char *err, size_t cap)
 		rl.rlim_cur = rl.rlim_max;
 	if (setrlimit(RLIMIT_NOFILE, &rl))
 		return 0;
-	if (rl.rlim_cur < want)
+	if (rl.rlim_cur < table)
 		log_msg(LOG_WARNING,
 			"engine direct: RLIMIT_NOFILE hard limit %llu < slots %u: "
 			"each worker gets %llu slots",
 			(unsigned long long)rl.rlim_max, srv->cfg->slots,
 			(unsigned long long)rl.rlim_cur);
 	return 0;
+}
+
+/* How many sockets a direct worker keeps installed (SOCK_FDS_KEPT), so
+ * that they and the stat caches' open files take at most half of
+ * RLIMIT_NOFILE across the workers (see uring_direct_setup). */
+unsigned uring_sock_fds_max(unsigned workers)
+{
+	struct rlimit rl;
+	rlim_t per;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return SOCK_FDS_KEPT;
+	per = rl.rlim_cur / 2 / (workers ? workers : 1);
+	if (per <= STAT_CACHE_MAP_FDS)
+		return 0;
+	per -= STAT_CACHE_MAP_FDS;
+	return per < SOCK_FDS_KEPT ? (unsigned)per : SOCK_FDS_KEPT;
 }
 
 /* ---- provided buffers for first recvs ---- */

@@ -5,6 +5,7 @@ client is served; a connection with a request or a response in progress
 is never one of them. max_connections means what it says, and a value the
 slots cannot hold is said at start-up in one line."""
 
+import os
 import resource
 import select
 import signal
@@ -280,6 +281,44 @@ def budget_line_names_the_slots_workers_have():
         eq(srv.stderr_text().count(line), 2, "lines after the reload")
         eq(srv.get("/hello.txt").status, 200, "served")
         srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def kept_socket_fds_leave_half_the_fd_limit():
+    # direct keeps a connection's socket installed as an fd after a
+    # sendfile body (6.8+), at most 256 per worker, and fewer when
+    # RLIMIT_NOFILE is tight: with the 256 files the stat cache may keep
+    # open, at most half the limit. A hard limit of 700 leaves 350 - 256
+    # = 94; the connections beyond install an fd per body and close it.
+    if orcdtest.ENGINE != "direct":
+        raise orcdtest.Skip("only direct installs its sockets as fds")
+    if tuple(int(x) for x in
+             os.uname().release.split("-")[0].split(".")[:2]) < (6, 8):
+        raise orcdtest.Skip("IORING_OP_FIXED_FD_INSTALL needs Linux 6.8")
+    limit, kept, conns = 700, 94, 120
+    with Server() as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
+        srv.preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                 (limit, limit))
+        srv.start()
+        data = b"k" * (1 << 20)
+        srv.write_file("kept.bin", data)
+        eq(srv.get("/kept.bin").body, data, "the first body (a chain)")
+        clients = [srv.conn() for _ in range(conns)]
+        try:
+            for i, c in enumerate(clients):
+                c.send(build_request("GET", "/kept.bin"))
+                r = c.read_response()
+                eq((r.status, len(r.body)), (200, len(data)), "client %d" % i)
+            eq(len(srv.client_sockets()), kept,
+               "sockets orcd holds as fds for %d connections" % conns)
+        finally:
+            for c in clients:
+                c.close()
+        wait_until(lambda: not srv.client_sockets(), DEADLINE,
+                   "orcd to close the connections' fds")
         srv.stop()
 
 

@@ -426,6 +426,44 @@ def burst_beyond_provided_buffers():
 
 
 @orcdtest.case
+def sendmsg_answering_eagain_goes_again():
+    """Sockets are non-blocking (for sendfile), and a SENDMSG that runs
+    blocking in io-wq then answers -EAGAIN where it used to wait. With
+    ORCD_URING_SEND_EAGAIN=2 every second SENDMSG answers so (a NOP with
+    an injected result): the head and body piece go again, and every
+    response is whole."""
+    def body(srv):
+        if "needs Linux 6.13+" in srv.stderr_text():
+            raise Skip("NOP's injected result needs Linux 6.13+")
+        # A kept large file goes by sendfile while it is among the first
+        # 256 kept open (STAT_CACHE_MAP_FDS); the next is sent from its
+        # mapping, head and first piece in one SENDMSG.
+        names = ["open/%d.bin" % i for i in range(256)]
+        for i, name in enumerate(names):
+            srv.write_file(name, bytes([i & 0xFF]) * (70 << 10))
+        data = bytes((i * 5 + (i >> 9)) & 0xFF for i in range(300000))
+        srv.write_file("mapped.bin", data)
+        with srv.conn() as c:
+            for name in names:
+                for _ in range(2):
+                    c.send(build_request("GET", "/" + name))
+                    eq(c.read_response().status, 200, name)
+            for i in range(6):
+                c.send(build_request("GET", "/mapped.bin"))
+                r = c.read_response()
+                eq(r.status, 200, "round %d" % i)
+                check(r.body == data, "round %d: body differs" % i)
+        m = srv.metrics()
+        check(m["orcd_sends_again_total"] >= 2,
+              "sends again: %d" % m["orcd_sends_again_total"])
+        eq(m['orcd_chain_outcomes_total{cause="send_error"}'], 0,
+           "send errors")
+    if Server.forwarded:
+        raise Skip("the guest's 6.1 has no NOP with an injected result")
+    with_server(body, env={"ORCD_URING_SEND_EAGAIN": "2"})
+
+
+@orcdtest.case
 def stop_under_load_exits_clean():
     """SIGTERM while chains are in flight: exit 0 within the drain bound
     and no sanitizer report (checked by stop())."""
