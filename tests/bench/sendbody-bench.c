@@ -103,7 +103,7 @@ static const char *const method_name[M_COUNT] = {"sendfile", "send (mmap)",
 struct opts {
 	int rounds, mib, sender_cpu, receiver_cpu;
 	size_t rbuf;
-	const char *dir;
+	const char *dir, *csv;
 	unsigned methods; /* bit per method to run */
 };
 
@@ -135,6 +135,8 @@ struct cell {
 	double cpu_us, iowq_us, recv_us, secs;
 	double ksoftirqd_us[2]; /* on the receiver's CPU, on the sender's */
 	long notifs, copied;
+	long calls, polls; /* sendfile calls or sends submitted; poll(2)s */
+	int sndbuf;	   /* SO_SNDBUF at the end, as autotuned */
 };
 
 struct method {
@@ -146,7 +148,7 @@ struct method {
 struct uring {
 	struct io_uring ring;
 	unsigned zc_flags; /* IORING_SEND_ZC_REPORT_USAGE where known */
-	long pending_notifs, notifs, copied;
+	long pending_notifs, notifs, copied, sends;
 	int send_res;
 	bool send_done;
 };
@@ -159,6 +161,7 @@ struct bench {
 	bool have_ring;
 	int sock;
 	pid_t ksoftirqd[2];
+	long sf_calls, sf_polls;
 	struct method m[M_COUNT];
 };
 
@@ -483,7 +486,8 @@ static const char *register_fixed(struct bench *b)
 
 /* ---- the methods ---- */
 
-static int send_sendfile(struct bench *b, const struct body *body)
+/* One body by sendfile; returns the bytes sent or -errno with none sent. */
+static long send_sendfile(struct bench *b, const struct body *body)
 {
 	off_t off = 0;
 
@@ -492,18 +496,18 @@ static int send_sendfile(struct bench *b, const struct body *body)
 				     body->size - (size_t)off);
 		struct pollfd p = {.fd = b->sock, .events = POLLOUT};
 
+		b->sf_calls++;
 		if (n > 0)
 			continue;
-		if (n == 0)
-			return -EIO;
+		if (n == 0 || (errno != EINTR && errno != EAGAIN))
+			return off ? (long)off : n ? -errno : -EIO;
 		if (errno == EINTR)
 			continue;
-		if (errno != EAGAIN)
-			return -errno;
+		b->sf_polls++;
 		if (poll(&p, 1, -1) < 0 && errno != EINTR)
-			return -errno;
+			return off ? (long)off : -errno;
 	}
-	return 0;
+	return (long)off;
 }
 
 /* Take every CQE there is: the send's result, notifications. */
@@ -585,6 +589,7 @@ static long send_uring(struct uring *u, int method, const struct body *body,
 		int ret;
 
 		prep(u, method, body, off, idx);
+		u->sends++;
 		u->send_done = false;
 		ret = io_uring_submit_and_wait(&u->ring, 1);
 		if (ret < 0)
@@ -631,15 +636,24 @@ static int probe_zc_usage(struct bench *b)
 
 /* ---- one cell: a method sends one body size for --mib MiB ---- */
 
+/* Until the receiver has all that was sent: a stream that stops short for
+ * 30 s (bytes lost, or a sender that counts wrong) is an error. */
 static int wait_received(struct rx *rx)
 {
+	uint64_t seen = UINT64_MAX;
+	struct timespec dl;
 	int ret = 0;
 
 	pthread_mutex_lock(&rx->lock);
-	while (rx->got < rx->expect && !rx->eof)
-		pthread_cond_wait(&rx->cond, &rx->lock);
-	if (rx->got != rx->expect || rx->mismatches)
-		ret = -EPROTO;
+	while (rx->got < rx->expect && !rx->eof && ret != ETIMEDOUT) {
+		if (rx->got != seen) {
+			seen = rx->got;
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_sec += 30;
+		}
+		ret = pthread_cond_timedwait(&rx->cond, &rx->lock, &dl);
+	}
+	ret = rx->got != rx->expect || rx->mismatches ? -EPROTO : 0;
 	pthread_mutex_unlock(&rx->lock);
 	return ret;
 }
@@ -663,7 +677,8 @@ static int run_cell(struct bench *b, int method, int si, bool verify,
 	b->rx.expect = b->rx.got + planned;
 	r0 = b->rx.cpu_us;
 	pthread_mutex_unlock(&b->rx.lock);
-	b->u.notifs = b->u.copied = 0;
+	b->u.notifs = b->u.copied = b->u.sends = 0;
+	b->sf_calls = b->sf_polls = 0;
 
 	for (int i = 0; i < 2; i++)
 		k0[i] = pid_us(b->ksoftirqd[i]);
@@ -671,15 +686,12 @@ static int run_cell(struct bench *b, int method, int si, bool verify,
 	c0 = sender_us();
 	t0 = now();
 	for (long i = 0; i < bodies && !err; i++) {
-		if (method == M_SENDFILE) {
-			err = send_sendfile(b, body);
-			sent += err ? 0 : body->size;
-		} else {
-			long n = send_uring(&b->u, method, body, si);
+		long n = method == M_SENDFILE ?
+				 send_sendfile(b, body) :
+				 send_uring(&b->u, method, body, si);
 
-			sent += n > 0 ? (uint64_t)n : 0;
-			err = n < 0 ? (int)n : n < (long)body->size ? -EIO : 0;
-		}
+		sent += n > 0 ? (uint64_t)n : 0;
+		err = n < 0 ? (int)n : n < (long)body->size ? -EIO : 0;
 	}
 	if (method != M_SENDFILE && !err)
 		err = drain_notifs(&b->u);
@@ -707,6 +719,11 @@ static int run_cell(struct bench *b, int method, int si, bool verify,
 		out->ksoftirqd_us[i] = pid_us(b->ksoftirqd[i]) - k0[i];
 	out->notifs = b->u.notifs;
 	out->copied = b->u.copied;
+	out->calls = method == M_SENDFILE ? b->sf_calls : b->u.sends;
+	out->polls = b->sf_polls;
+	if (getsockopt(b->sock, SOL_SOCKET, SO_SNDBUF, &out->sndbuf,
+		       &(socklen_t){sizeof(out->sndbuf)}))
+		out->sndbuf = -1;
 	return err;
 }
 
@@ -732,7 +749,8 @@ enum fig {
 	F_RECV,
 	F_SOFTIRQD,
 	F_ALL, /* both sides and ksoftirqd: all the CPU the transfer took */
-	F_MIBS
+	F_MIBS,
+	F_MIB /* the cell's size */
 };
 
 static double figure(const struct bench *b, int si, const struct cell *c,
@@ -754,8 +772,10 @@ static double figure(const struct bench *b, int si, const struct cell *c,
 		return (c->cpu_us + c->iowq_us + c->recv_us +
 			c->ksoftirqd_us[0] + c->ksoftirqd_us[1]) /
 		       mib;
-	default:
+	case F_MIBS:
 		return mib / c->secs;
+	default:
+		return mib;
 	}
 }
 
@@ -768,15 +788,24 @@ static double med_fig(const struct bench *b, int m, int si, enum fig f)
 	return median(v, b->o.rounds);
 }
 
-/* Paired by round: a burst of outside load hits every method of a round. */
-static double med_ratio(const struct bench *b, int m, int si, enum fig f)
+/*
+ * "median [min-max]" of the per-round ratios to sendfile: paired by round,
+ * so a burst of outside load hits every method of that round alike.
+ */
+static const char *ratio(const struct bench *b, int m, int si, enum fig f,
+			 char *out, size_t len)
 {
 	double v[MAXROUND];
+	int n = b->o.rounds;
 
-	for (int r = 0; r < b->o.rounds; r++)
+	for (int r = 0; r < n; r++)
 		v[r] = figure(b, si, &b->m[m].c[si][r], f) /
 		       figure(b, si, &b->m[M_SENDFILE].c[si][r], f);
-	return median(v, b->o.rounds);
+	median(v, n); /* sorts */
+	snprintf(out, len, "%.2f [%.2f–%.2f]",
+		 n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0],
+		 v[n - 1]);
+	return out;
 }
 
 static void report(const struct bench *b)
@@ -787,7 +816,7 @@ static void report(const struct bench *b)
 		for (int m = 0; m < M_COUNT; m++) {
 			const struct method *me = &b->m[m];
 			long n = 0, cp = 0;
-			char zc[32] = "–";
+			char zc[32] = "–", r1[48], r2[48];
 
 			if (!(b->o.methods & (1u << m)))
 				continue;
@@ -805,17 +834,45 @@ static void report(const struct bench *b)
 					 100.0 * cp / n, n);
 			else if (n)
 				snprintf(zc, sizeof(zc), "? of %ld", n);
-			printf("| %s | %s | %.0f | %.2f | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %s |\n",
+			printf("| %s | %s | %.0f | %s | %.0f | %.0f | %.0f | %.0f | %s | %.0f | %s |\n",
 			       method_name[m], size_name[si],
 			       med_fig(b, m, si, F_SENDER),
-			       med_ratio(b, m, si, F_SENDER),
+			       ratio(b, m, si, F_SENDER, r1, sizeof(r1)),
 			       med_fig(b, m, si, F_IOWQ),
 			       med_fig(b, m, si, F_RECV),
 			       med_fig(b, m, si, F_SOFTIRQD),
 			       med_fig(b, m, si, F_ALL),
-			       med_ratio(b, m, si, F_ALL),
+			       ratio(b, m, si, F_ALL, r2, sizeof(r2)),
 			       med_fig(b, m, si, F_MIBS), zc);
 		}
+}
+
+/* Every counted cell, one row each, for a closer look at the spread. */
+static int write_csv(const struct bench *b)
+{
+	FILE *f = fopen(b->o.csv, "w");
+
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"round,method,size,mib,secs,sender_us,iowq_us,receiver_us,ksoftirqd_receiver_cpu_us,ksoftirqd_sender_cpu_us,notifs,copied,calls,polls,sndbuf\n");
+	for (int r = 0; r < b->o.rounds; r++)
+		for (int si = 0; si < NSIZES; si++)
+			for (int m = 0; m < M_COUNT; m++) {
+				const struct cell *c = &b->m[m].c[si][r];
+
+				if (!b->m[m].available)
+					continue;
+				fprintf(f,
+					"%d,%s,%zu,%.0f,%.6f,%.1f,%.1f,%.1f,%.1f,%.1f,%ld,%ld,%ld,%ld,%d\n",
+					r, method_key[m], sizes[si],
+					figure(b, si, c, F_MIB), c->secs,
+					c->cpu_us, c->iowq_us, c->recv_us,
+					c->ksoftirqd_us[0], c->ksoftirqd_us[1],
+					c->notifs, c->copied, c->calls,
+					c->polls, c->sndbuf);
+			}
+	return fclose(f) ? -errno : 0;
 }
 
 /* ---- main ---- */
@@ -846,6 +903,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{"receiver-cpu", required_argument, NULL, 'c'},
 		{"rbuf", required_argument, NULL, 'b'},
 		{"methods", required_argument, NULL, 'M'},
+		{"csv", required_argument, NULL, 'C'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -876,6 +934,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'b':
 			o->rbuf = (size_t)atol(optarg);
+			break;
+		case 'C':
+			o->csv = optarg;
 			break;
 		case 'M':
 			if (parse_methods(optarg, &o->methods))
@@ -1016,7 +1077,7 @@ int main(int argc, char **argv)
 	if (parse(argc, argv, &b.o)) {
 		fprintf(stderr,
 			"usage: sendbody-bench [--rounds R] [--mib MIB per cell] [--dir DIR] [--sender-cpu N] [--receiver-cpu N] [--rbuf BYTES]\n"
-			"                      [--methods sendfile,send,zc-fixed,zc,zc-fixed-wait]\n");
+			"                      [--methods sendfile,send,zc-fixed,zc,zc-fixed-wait] [--csv FILE]\n");
 		return 2;
 	}
 	if (setup(&b, &rt))
@@ -1040,6 +1101,13 @@ int main(int argc, char **argv)
 							   &me->c[si][round]);
 				if (ret == -EPROTO)
 					return 1;
+				if (ret && m == M_SENDFILE) {
+					/* the base of every ratio */
+					fprintf(stderr,
+						"sendbody-bench: sendfile, %s: %s\n",
+						size_name[si], strerror(-ret));
+					return 1;
+				}
 				if (ret) {
 					set_na(me, "failed: %s", ret);
 					if (round >= 0)
@@ -1056,6 +1124,9 @@ int main(int argc, char **argv)
 	       b.u.zc_flags & IORING_SEND_ZC_REPORT_USAGE ? "on" : "off",
 	       irq_time_accounting());
 	report(&b);
+	if (b.o.csv && (ret = write_csv(&b)))
+		fprintf(stderr, "sendbody-bench: %s: %s\n", b.o.csv,
+			strerror(-ret));
 	shutdown(b.sock, SHUT_WR);
 	pthread_join(rt, NULL);
 	if (b.rx.got != b.rx.expect) {
