@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * sendbody-bench: the CPU one sending thread spends per MiB of a large body
- * delivered over TCP on 127.0.0.1, four ways, in one run (issue 13, item 5):
+ * delivered over TCP on 127.0.0.1, four ways and a variant, in one run
+ * (issue 13, item 5):
  *
  *   sendfile             sendfile(2) from the file to a non-blocking socket,
  *                        poll(2) for POLLOUT when it is full (orcd's kept
  *                        large files, uring_chain.c sf_push)
  *   send                 IORING_OP_SEND from a mapping of the file: one copy
- *                        (orcd's kept mid-size bodies)
+ *                        (orcd's mapped bodies that are not kept open)
  *   send_zc fixed        IORING_OP_SEND_ZC with IORING_RECVSEND_FIXED_BUF
  *                        from a registered buffer (the mapping if the kernel
  *                        pins it, else a copy read once into anonymous memory)
@@ -38,8 +39,9 @@
  * every method, so differences in "all" are differences in sending.
  *
  * Rounds interleave the methods (the order rotates each round); the table
- * gives medians over rounds and the median of the per-round ratios to
- * sendfile. A method the kernel lacks prints "n/a" and why.
+ * gives medians over rounds and the median [min-max] of the per-round
+ * ratios to sendfile; --csv writes every cell. A method the kernel lacks
+ * prints "n/a" and why.
  *
  * Build: the normal CMake build makes build/sendbody-bench; alone:
  *   cc -O2 -std=gnu11 -Wall -Wextra -o sendbody-bench \
@@ -693,8 +695,12 @@ static int run_cell(struct bench *b, int method, int si, bool verify,
 		sent += n > 0 ? (uint64_t)n : 0;
 		err = n < 0 ? (int)n : n < (long)body->size ? -EIO : 0;
 	}
-	if (method != M_SENDFILE && !err)
-		err = drain_notifs(&b->u);
+	if (method != M_SENDFILE) {
+		/* after a failure too: no notification may reach a later cell */
+		int e = drain_notifs(&b->u);
+
+		err = err ? err : e;
+	}
 	if (err) {
 		/* the receiver waits for what did go out, then we stop */
 		pthread_mutex_lock(&b->rx.lock);
