@@ -706,6 +706,11 @@ static bool uring_cleanup(struct uring_worker *uw)
 			c->sock_fd = -1;
 			uw->sock_fds--;
 		}
+		if (c->sf_installed) {
+			close(c->sf_sock);
+			c->sf_installed = false;
+			uw->sock_fds--;
+		}
 	}
 	if (uw->fl == &uring_flavor_specific) {
 		for (struct uconn *c = uw->conns; c; c = c->next) {

@@ -51,7 +51,7 @@ struct orcd_open_how {
  * this many per worker, like the files kept open (STAT_CACHE_MAP_FDS),
  * and fewer where RLIMIT_NOFILE is tight (uring_sock_fds_max). */
 #define SOCK_FDS_KEPT		       256u
-/* IORING_OP_NOP's flag (6.13+) to complete with sqe->len as the result. */
+/* IORING_OP_NOP's flag (6.10+) to complete with sqe->len as the result. */
 #define ORCD_IORING_NOP_INJECT_RESULT  (1U << 0)
 
 /*
@@ -300,7 +300,7 @@ struct uring_worker {
 	bool sock_table;	/* specific: a file table for its sockets */
 	bool register_warned;	/* a socket's registration failed once */
 	bool install_warned;	/* an install failed once: said so */
-	unsigned sock_fds;	/* connections' kept sock_fd */
+	unsigned sock_fds;	/* sockets installed as fds (sock_fd, sf_sock) */
 	unsigned sock_fds_max;	/* at most this many (uring_sock_fds_max) */
 	/* Tests: every Nth SENDMSG completes -EAGAIN instead (0: none). */
 	unsigned fault_eagain_every, fault_eagain_n;

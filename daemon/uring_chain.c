@@ -152,8 +152,9 @@ static void send_plain(struct uconn *c)
  * the page-cache pages to the socket, with no copy at all, where a send
  * from the mapping copies once. sendfile needs a real socket fd: the
  * slot itself on `specific`; on `direct` the slot is installed as one
- * (6.8+) in the same batch as the head's send, once per connection while
- * the worker keeps fewer than sock_fds_max of them (else once per body).
+ * (6.8+) in the same batch as the head's send, once per connection, while
+ * the worker holds fewer than sock_fds_max such fds (beyond that the body
+ * goes by sends from the mapping).
  */
 static void send_head_sf(struct uconn *c)
 {
@@ -193,20 +194,21 @@ static void took_install(struct uconn *c)
 		return;
 	}
 	c->sf_sock = r;
-	if (c->uw->sock_fds < c->uw->sock_fds_max) {
+	c->uw->sock_fds++;
+	if (c->uw->sock_fds <= c->uw->sock_fds_max)
 		c->sock_fd = r;
-		c->uw->sock_fds++;
-	} else {
+	else /* another connection's install took the last place */
 		c->sf_installed = true;
-	}
 }
 
 /* The sendfile part is over: an fd installed for this body only is
  * closed. */
 static void sf_end(struct uconn *c)
 {
-	if (c->sf_installed)
+	if (c->sf_installed) {
 		close(c->sf_sock);
+		c->uw->sock_fds--;
+	}
 	c->sf_sock = -1;
 	c->sf_installed = false;
 	c->sf_started = false;
@@ -294,7 +296,8 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 		c->body_ptr = b->data + p->offset;
 		c->body_left = p->length;
 		if (b->fd >= 0 && p->length > STAT_CACHE_DATA_FILE &&
-		    (uw->fl->real_fds || uw->fd_install))
+		    (uw->fl->real_fds || c->sock_fd >= 0 ||
+		     (uw->fd_install && uw->sock_fds < uw->sock_fds_max)))
 			send_head_sf(c);
 		else
 			send_plain(c);
@@ -493,10 +496,14 @@ static enum uafter judge_send(struct uconn *c, bool more_file)
 		}
 		return AFTER_NONE;
 	}
-	if (r == -EAGAIN && !uw->hw.drain_expired) {
+	if (r == -EAGAIN && !uw->hw.drain_expired && !c->timed_out &&
+	    uw->now_ms < c->timer.deadline) {
 		/* A SENDMSG that ran blocking in io-wq on the O_NONBLOCK
 		 * socket (uring_setup.c): nothing went out, nothing failed.
-		 * The same bytes go again, under the same deadline. */
+		 * The same bytes go again, under the same deadline, so that
+		 * a socket that keeps answering so (memory pressure: poll
+		 * says writable, the send finds no room) ends at
+		 * send_timeout like any other that makes no progress. */
 		if (c->iov_sent) {
 			c->body_ptr -= c->iov[1].iov_len;
 			c->body_left += c->iov[1].iov_len;

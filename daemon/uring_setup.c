@@ -7,6 +7,7 @@
  * reservation with PR_INCREASE_MIN_FD.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,37 +263,50 @@ void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot)
 }
 
 /*
- * ORCD_URING_SEND_EAGAIN=N (tests only) makes every Nth SENDMSG a NOP
- * that completes with -EAGAIN, as a SENDMSG run blocking in io-wq on the
- * non-blocking socket does (see the accept flags above), so that a test
- * can see the send go again. It needs NOP's injected result (6.13+); on
- * an older kernel it stays off.
+ * ORCD_URING_SEND_EAGAIN=N (tests only; N >= 2) makes every Nth SENDMSG
+ * a NOP that completes with -EAGAIN, as a SENDMSG run blocking in io-wq
+ * on the non-blocking socket does (see the accept flags above), so that a
+ * test can see the send go again. It needs NOP's injected result
+ * (6.10+); a kernel without it completes the probe NOP with 0, and the
+ * knob stays off. Each worker says which.
  */
 void uring_fault_setup(struct uring_worker *uw)
 {
 	const char *env = getenv("ORCD_URING_SEND_EAGAIN");
+	unsigned long n;
 	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
+	int res = 0;
 
 	if (!env || !*env)
 		return;
+	n = strtoul(env, NULL, 10);
+	if (n < 2 || n > UINT_MAX) {
+		log_msg(LOG_WARNING,
+			"worker %u: ORCD_URING_SEND_EAGAIN=%s: want a count of 2 or more; off",
+			uw->w->id, env);
+		return;
+	}
+	/* The ring is empty yet: this NOP and its CQE are all there is. */
 	sqe = io_uring_get_sqe(&uw->ring);
-	if (!sqe)
-		return;
-	io_uring_prep_nop(sqe);
-	sqe->rw_flags = ORCD_IORING_NOP_INJECT_RESULT;
-	sqe->len = (uint32_t)-EAGAIN;
-	io_uring_sqe_set_data64(sqe, 0);
-	if (io_uring_submit_and_wait(&uw->ring, 1) < 1 ||
-	    io_uring_peek_cqe(&uw->ring, &cqe))
-		return;
-	if (cqe->res == -EAGAIN)
-		uw->fault_eagain_every = (unsigned)strtoul(env, NULL, 10);
-	io_uring_cqe_seen(&uw->ring, cqe);
+	if (sqe) {
+		io_uring_prep_nop(sqe);
+		sqe->rw_flags = ORCD_IORING_NOP_INJECT_RESULT;
+		sqe->len = (uint32_t)-EAGAIN;
+		io_uring_sqe_set_data64(sqe, 0);
+		res = io_uring_submit_and_wait(&uw->ring, 1);
+		if (res >= 1 && io_uring_peek_cqe(&uw->ring, &cqe) == 0) {
+			res = cqe->res;
+			io_uring_cqe_seen(&uw->ring, cqe);
+		}
+	}
+	if (res == -EAGAIN)
+		uw->fault_eagain_every = (unsigned)n;
 	log_msg(LOG_WARNING, "worker %u: ORCD_URING_SEND_EAGAIN=%s: %s",
 		uw->w->id, env,
-		uw->fault_eagain_every ? "every Nth SENDMSG fails with EAGAIN" :
-					 "needs Linux 6.13+; off");
+		uw->fault_eagain_every ?
+			"every Nth SENDMSG fails with EAGAIN" :
+			"no NOP with an injected result (Linux 6.10+); off");
 }
 
 bool uring_fault_send_eagain(struct uring_worker *uw)

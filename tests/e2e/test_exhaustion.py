@@ -290,14 +290,14 @@ def kept_socket_fds_leave_half_the_fd_limit():
     # sendfile body (6.8+), at most 256 per worker, and fewer when
     # RLIMIT_NOFILE is tight: with the 256 files the stat cache may keep
     # open, at most half the limit. A hard limit of 700 leaves 350 - 256
-    # = 94; the connections beyond install an fd per body and close it.
+    # = 94; the connections beyond send from the mapping, with no fd.
     if orcdtest.ENGINE != "direct":
         raise orcdtest.Skip("only direct installs its sockets as fds")
     if tuple(int(x) for x in
              os.uname().release.split("-")[0].split(".")[:2]) < (6, 8):
         raise orcdtest.Skip("IORING_OP_FIXED_FD_INSTALL needs Linux 6.8")
     limit, kept, conns = 700, 94, 120
-    with Server() as srv:
+    with Server(metrics=True) as srv:
         if srv.forwarded:
             raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
         srv.preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
@@ -314,6 +314,9 @@ def kept_socket_fds_leave_half_the_fd_limit():
                 eq((r.status, len(r.body)), (200, len(data)), "client %d" % i)
             eq(len(srv.client_sockets()), kept,
                "sockets orcd holds as fds for %d connections" % conns)
+            m = srv.metrics()
+            eq(m["orcd_sendfile_bodies_total"], kept,
+               "bodies sent by sendfile")
         finally:
             for c in clients:
                 c.close()

@@ -113,6 +113,11 @@ def refused_listen_change_compares_with_what_runs():
         reload(srv, "")
         eq(srv.stderr_text().count(refused), 1,
            "lines after going back to the running address")
+        srv.port = orcdtest.free_port()
+        reload(srv, "")
+        srv.port = running
+        eq(srv.stderr_text().count(refused), 2,
+           "lines after asking for another address again")
         srv.stop()
 
 
