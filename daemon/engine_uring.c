@@ -128,6 +128,23 @@ void uring_slot_freed(struct uring_worker *uw, int slot)
 		uw->hooks->slot_ready(wt);
 }
 
+/* The fds a connection's socket was installed as for sendfile
+ * (uring_chain.c, direct): the one installed for the body in flight, and
+ * with `kept` the one kept for the connection's life. */
+void uring_close_sock_fds(struct uconn *c, bool kept)
+{
+	if (c->sf_installed) {
+		close(c->sf_sock);
+		c->sf_installed = false;
+		c->uw->sock_fds--;
+	}
+	if (kept && c->sock_fd >= 0) {
+		close(c->sock_fd);
+		c->sock_fd = -1;
+		c->uw->sock_fds--;
+	}
+}
+
 /*
  * Close a slot nothing else refers to (a socket we could not take on);
  * its slot comes back with the CQE, like every other.
@@ -700,18 +717,8 @@ static bool uring_cleanup(struct uring_worker *uw)
 	/* Anything still live was cut short by the unwind bound. For
 	 * `specific` its fds are real: close them here; a direct table goes
 	 * with the ring, but not a socket installed from it as an fd. */
-	for (struct uconn *c = uw->conns; c; c = c->next) {
-		if (c->sock_fd >= 0) {
-			close(c->sock_fd);
-			c->sock_fd = -1;
-			uw->sock_fds--;
-		}
-		if (c->sf_installed) {
-			close(c->sf_sock);
-			c->sf_installed = false;
-			uw->sock_fds--;
-		}
-	}
+	for (struct uconn *c = uw->conns; c; c = c->next)
+		uring_close_sock_fds(c, true);
 	if (uw->fl == &uring_flavor_specific) {
 		for (struct uconn *c = uw->conns; c; c = c->next) {
 			if (c->file >= 0)

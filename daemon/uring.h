@@ -335,6 +335,7 @@ int uring_ring_init(struct io_uring *ring, unsigned entries);
 int uring_register_sparse(struct io_uring *ring, unsigned n);
 bool uring_has_fd_install(struct io_uring *ring);
 unsigned uring_sock_fds_max(unsigned workers);
+void uring_prep_eagain_nop(struct io_uring_sqe *sqe);
 void uring_fault_setup(struct uring_worker *uw);
 bool uring_fault_send_eagain(struct uring_worker *uw);
 void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot);
@@ -359,6 +360,7 @@ void uring_batch_begin(struct uconn *c);
 void uring_defer(struct uconn *c, void (*retry)(struct uconn *c));
 void uring_sync_slot_stats(struct uring_worker *uw);
 void uring_slot_freed(struct uring_worker *uw, int slot);
+void uring_close_sock_fds(struct uconn *c, bool kept);
 void uring_close_orphan(struct uring_worker *uw, int slot);
 int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	      const struct uring_hooks *hooks);

@@ -114,9 +114,7 @@ static void prep_sendmsg(struct uconn *c, struct io_uring_sqe *sqe)
 	c->body_left -= n;
 	if (uring_fault_send_eagain(c->uw)) {
 		/* Tests: this SENDMSG as io-wq can end it (uring_setup.c). */
-		io_uring_prep_nop(sqe);
-		sqe->rw_flags = ORCD_IORING_NOP_INJECT_RESULT;
-		sqe->len = (uint32_t)-EAGAIN;
+		uring_prep_eagain_nop(sqe);
 	} else {
 		io_uring_prep_sendmsg(sqe, c->sock, &c->msg,
 				      SEND_FLAGS |
@@ -205,12 +203,8 @@ static void took_install(struct uconn *c)
  * closed. */
 static void sf_end(struct uconn *c)
 {
-	if (c->sf_installed) {
-		close(c->sf_sock);
-		c->uw->sock_fds--;
-	}
+	uring_close_sock_fds(c, false);
 	c->sf_sock = -1;
-	c->sf_installed = false;
 	c->sf_started = false;
 	c->sf_polling = false;
 }

@@ -11,7 +11,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine.h"
 #include "log.h"
@@ -215,9 +214,8 @@ static void ur_cancel(struct h1_conn *h)
 
 /* A shutdown of the socket, `link` (IOSQE_IO_LINK or _HARDLINK) to what
  * follows in the next SQE, which this returns. */
-static struct io_uring_sqe *prep_shutdown(struct uconn *c,
-					  struct io_uring_sqe *sqe, int how,
-					  uint8_t link)
+static struct io_uring_sqe *
+prep_shutdown(struct uconn *c, struct io_uring_sqe *sqe, int how, uint8_t link)
 {
 	io_uring_prep_shutdown(sqe, c->sock, how);
 	uring_on_sock(c, sqe);
@@ -336,12 +334,7 @@ static void uconn_free(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
 
-	if (c->sock_fd >= 0) {
-		/* The fd a sendfile body installed (uring_chain.c). */
-		close(c->sock_fd);
-		c->sock_fd = -1;
-		uw->sock_fds--;
-	}
+	uring_close_sock_fds(c, true);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -373,8 +366,7 @@ static void closing_done(struct uconn *c)
 	if (r < 0)
 		log_msg(LOG_ERR, "worker %u: close of socket slot %d: %s",
 			uw->w->id, c->sock, strerror(-r));
-	if ((c->step_mask & (1u << ST_UNREGISTER)) &&
-	    c->res[ST_UNREGISTER] < 0)
+	if ((c->step_mask & (1u << ST_UNREGISTER)) && c->res[ST_UNREGISTER] < 0)
 		log_msg(LOG_ERR,
 			"worker %u: socket slot %d out of the file table: %s",
 			uw->w->id, c->sock, strerror(-c->res[ST_UNREGISTER]));

@@ -77,7 +77,8 @@ static void specific_prep_accept(struct io_uring_sqe *sqe, int lfd,
 				 struct sockaddr *addr, socklen_t *alen,
 				 int slot)
 {
-	io_uring_prep_accept(sqe, lfd, addr, alen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	io_uring_prep_accept(sqe, lfd, addr, alen,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK);
 	sqe->ioprio |= ORCD_IORING_ACCEPT_SPECIFIC_FD;
 	sqe->len = (uint32_t)slot;
 }
@@ -262,6 +263,14 @@ void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot)
 	sqe->flags |= IOSQE_FIXED_FILE;
 }
 
+/* A NOP that completes with -EAGAIN where NOP injects results. */
+void uring_prep_eagain_nop(struct io_uring_sqe *sqe)
+{
+	io_uring_prep_nop(sqe);
+	sqe->rw_flags = ORCD_IORING_NOP_INJECT_RESULT;
+	sqe->len = (uint32_t)-EAGAIN;
+}
+
 /*
  * ORCD_URING_SEND_EAGAIN=N (tests only; N >= 2) makes every Nth SENDMSG
  * a NOP that completes with -EAGAIN, as a SENDMSG run blocking in io-wq
@@ -290,9 +299,7 @@ void uring_fault_setup(struct uring_worker *uw)
 	/* The ring is empty yet: this NOP and its CQE are all there is. */
 	sqe = io_uring_get_sqe(&uw->ring);
 	if (sqe) {
-		io_uring_prep_nop(sqe);
-		sqe->rw_flags = ORCD_IORING_NOP_INJECT_RESULT;
-		sqe->len = (uint32_t)-EAGAIN;
+		uring_prep_eagain_nop(sqe);
 		io_uring_sqe_set_data64(sqe, 0);
 		res = io_uring_submit_and_wait(&uw->ring, 1);
 		if (res >= 1 && io_uring_peek_cqe(&uw->ring, &cqe) == 0) {
