@@ -648,6 +648,8 @@ static const struct directive directives[] = {
 	{"slots", set_uint, FIELD(slots), 16, 1048576, NEW_WORKERS, &run_uint},
 	{"stat_cache", set_uint, FIELD(stat_cache), 0, 1048576, RELOAD},
 	{"accepts", set_uint, FIELD(accepts), 1, 1024, NEW_WORKERS, &run_uint},
+	{"batch_wait_us", set_uint, FIELD(batch_wait_us), 0, 1000, NEW_WORKERS,
+	 &run_uint},
 	{"max_connections", set_uint, FIELD(max_connections), 1, 1048576,
 	 RELOAD},
 	{"idle_timeout", set_duration, FIELD(idle_timeout_ms), 1, 24 * HOUR,
@@ -800,6 +802,7 @@ struct orcd_config *config_new(void)
 	c->slots = 4096;
 	c->stat_cache = 8192;
 	c->accepts = 16;
+	c->batch_wait_us = 100;
 	/* 0: unset, CONN_BUDGET_DEFAULT_MAX within what slots hold. */
 	c->max_connections = 0;
 	c->idle_timeout_ms = 60 * SEC;

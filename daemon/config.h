@@ -37,6 +37,7 @@ struct orcd_config {
 	unsigned slots;			/* fd slots per worker, default 4096 */
 	unsigned stat_cache;		/* cached lookups per worker, 0 off */
 	unsigned accepts;		/* accepts in flight per worker, default 16 */
+	unsigned batch_wait_us;		/* io_uring min wait, default 100; 0 off */
 	unsigned max_connections;	/* per worker; 0 unset (conn_budget.h) */
 	unsigned idle_timeout_ms;	/* keep-alive idle, default 60000 */
 	unsigned header_timeout_ms;	/* whole head must arrive, default 10000 */

@@ -11,10 +11,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +82,7 @@ void uring_track(struct uconn *c, struct io_uring_sqe *sqe, enum ustep st,
 	c->step_mask |= 1u << st;
 	c->res[st] = INT_MIN;
 	c->want[st] = want;
+	c->uw->turn_sends += st == ST_SEND;
 }
 
 void uring_batch_begin(struct uconn *c)
@@ -424,7 +427,8 @@ static void wake_done(struct uring_worker *uw, int res)
  * - DEFER_TASKRUN runs task work only in this thread's io_uring_enter
  *   with GETEVENTS, in the order it was queued (6.13+ runs at most a few
  *   dozen per call and keeps the rest, in order, for the next; 6.1 runs
- *   all of it), and posts a run's CQEs before the call returns;
+ *   all of it), and posts a run's CQEs before the call returns, however
+ *   many CQEs the call waited for (batch_wait_us, uring_wait());
  * - so the poll's CQE is posted no later than the enter that posts the
  *   recv's: in this turn's CQEs (all of them are scanned before any is
  *   handled) or an earlier turn's, which marked the cache then. Marks
@@ -584,14 +588,51 @@ static void expire_timers(struct uring_worker *uw)
 					 offsetof(struct uconn, timer)));
 }
 
+/* IORING_FEAT_MIN_TIMEOUT and the getevents field it reads (6.12) are
+ * newer than Debian 12's liburing, which calls that field `pad`. */
+#define ORCD_IORING_FEAT_MIN_TIMEOUT (1U << 15)
+
+/*
+ * Submit what is queued and wait for `nr` CQEs, at most `ts`; with
+ * min_us, return that long after the wait began once at least one CQE
+ * is there (6.12+). liburing 2.3 has no call that passes a min wait, so
+ * this one enters the kernel itself, as io_uring_submit_and_wait_timeout
+ * does: SQEs are published by the SQ tail (release), which the kernel
+ * reads at the enter. Returns the SQEs submitted or -errno.
+ */
+static int uring_wait(struct uring_worker *uw, unsigned nr, unsigned min_us,
+		      struct __kernel_timespec *ts)
+{
+	struct io_uring_sq *sq = &uw->ring.sq;
+	unsigned tail = sq->sqe_tail;
+	struct io_uring_getevents_arg arg = {
+		.sigmask_sz = _NSIG / 8,
+		.pad = min_us, /* min_wait_usec */
+		.ts = (uint64_t)(uintptr_t)ts,
+	};
+	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG;
+	long r;
+
+	if (sq->sqe_head != tail) {
+		sq->sqe_head = tail;
+		io_uring_smp_store_release(sq->ktail, tail);
+	}
+	if (uw->ring_registered)
+		flags |= IORING_ENTER_REGISTERED_RING;
+	r = syscall(__NR_io_uring_enter, uw->ring.enter_ring_fd,
+		    tail - io_uring_smp_load_acquire(sq->khead), nr, flags,
+		    &arg, sizeof(arg));
+	return r < 0 ? -errno : (int)r;
+}
+
 static int uring_loop(struct uring_worker *uw)
 {
 	struct __kernel_timespec tick;
 	int64_t unwind_deadline = 0;
 
 	for (;;) {
-		struct io_uring_cqe *cqe;
-		int64_t wait;
+		int64_t wait, waited;
+		unsigned ask, arrivals = 0;
 		bool quiet;
 		int r;
 
@@ -614,9 +655,14 @@ static int uring_loop(struct uring_worker *uw)
 		wait = tw_wait_ms(&uw->tw, uw->now_ms, 1000);
 		tick.tv_sec = wait / 1000;
 		tick.tv_nsec = (wait % 1000) * 1000000;
-		r = io_uring_submit_and_wait_timeout(&uw->ring, &cqe, 1, &tick,
-						     NULL);
+		ask = wb_ask(&uw->wb, uw->n_conns, uw->turn_sends);
+		waited = mono_us();
+		r = uring_wait(uw, ask, ask > 1 ? uw->wb.min_us : 0, &tick);
+		waited = mono_us() - waited;
+		uw->turn_sends = 0;
 		STAT_INC(uw->w, submits);
+		if (ask > 1)
+			STAT_INC(uw->w, batched_waits);
 		if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY &&
 		    r != -EAGAIN) {
 			log_msg(LOG_ERR, "worker %u: io_uring_enter: %s",
@@ -643,6 +689,8 @@ static int uring_loop(struct uring_worker *uw)
 				flags[i] = cqes[i]->flags;
 				/* A multishot's SQE ends with its last CQE. */
 				uw->cqes += !(flags[i] & IORING_CQE_F_MORE);
+				arrivals += (data[i] & URING_STEP_MASK) !=
+					    ST_SEND;
 			}
 			/* Give the CQ back before handling, so a kernel
 			 * holding overflowed CQEs can flush them. */
@@ -659,6 +707,7 @@ static int uring_loop(struct uring_worker *uw)
 			for (unsigned i = 0; i < n; i++)
 				dispatch(uw, data[i], res[i], flags[i]);
 		}
+		wb_took(&uw->wb, arrivals, waited);
 	}
 }
 
@@ -752,6 +801,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 		aligned_alloc(URING_ALIGN, (sizeof(*uw) + URING_ALIGN - 1) &
 						   ~(size_t)(URING_ALIGN - 1));
 	struct conn_budget budget;
+	bool min_wait;
 	int base, r;
 	unsigned n, n_acc;
 
@@ -825,7 +875,15 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	}
 	/* io_uring_enter by the ring's registered index, not its fd: no
 	 * file-table lookup per call (5.18+; older kernels keep the fd). */
-	(void)io_uring_register_ring_fd(&uw->ring);
+	uw->ring_registered = io_uring_register_ring_fd(&uw->ring) == 1;
+	/* Batched waits need the kernel's min wait; without it every wait
+	 * asks for one CQE, as before 6.12 (worker 0 says so). */
+	min_wait = uw->ring.features & ORCD_IORING_FEAT_MIN_TIMEOUT;
+	wb_init(&uw->wb, min_wait ? w->cfg->batch_wait_us : 0);
+	if (!min_wait && w->cfg->batch_wait_us && w->id == 0)
+		log_msg(LOG_INFO,
+			"batch_wait_us %u: this kernel has no min wait for io_uring (Linux 6.12+); each wait takes one completion",
+			w->cfg->batch_wait_us);
 	uring_br_setup(uw);
 	uw->hw.in_min = uw->br ? uw->br_size : 0;
 	/* Task work in queue order, in this thread only: see notify_arm(). */

@@ -119,6 +119,9 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	       "Chosen fds found busy (must stay 0).", &t->ebusy);
 	metric(&o, "submits_total", "counter",
 	       "io_uring_enter calls / event-loop wake-ups.", &t->submits);
+	metric(&o, "batched_waits_total", "counter",
+	       "io_uring waits that asked for more than one completion (batch_wait_us).",
+	       &t->batched_waits);
 	put(&o,
 	    "# HELP orcd_stat_cache_total File metadata lookups by how the stat cache answered them.\n"
 	    "# TYPE orcd_stat_cache_total counter\n");

@@ -26,6 +26,7 @@
 #include "slots.h"
 #include "stat_cache.h"
 #include "timerwheel.h"
+#include "wait_batch.h"
 
 struct orcd_worker;
 struct orcd_config;
@@ -305,6 +306,12 @@ struct uring_worker {
 	/* Tests: every Nth SENDMSG completes -EAGAIN instead (0: none). */
 	unsigned fault_eagain_every, fault_eagain_n;
 	unsigned chains_inflight;
+	/* Waits: how many CQEs the next asks for (wait_batch.h), sends
+	 * submitted since the last, and whether the ring is entered by its
+	 * registered index. */
+	struct wait_batch wb;
+	unsigned turn_sends;
+	bool ring_registered;
 	struct timerwheel tw;
 	int64_t now_ms; /* CLOCK_MONOTONIC, taken once per loop turn */
 	int fatal;	/* -errno that ends the loop */

@@ -162,6 +162,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->threads, 1);
 	assert_int_equal(c->slots, 4096);
 	assert_int_equal(c->accepts, 16);
+	assert_int_equal(c->batch_wait_us, 100);
 	/* Unset: the engine's budget decides (conn_budget.h). */
 	assert_int_equal(c->max_connections, 0);
 	assert_int_equal(c->idle_timeout_ms, 60000);
@@ -408,6 +409,15 @@ static void test_uint_ranges(void **state)
 	set_fails("accepts", "0", "accepts \"0\": out of range (1..1024)");
 	set_fails("accepts", "1025",
 		  "accepts \"1025\": out of range (1..1024)");
+	assert_int_equal(
+		set_uint_value("batch_wait_us", "0", OFF(batch_wait_us)), 0);
+	assert_int_equal(set_uint_value("batch_wait_us", "1000",
+					OFF(batch_wait_us)),
+			 1000);
+	set_fails("batch_wait_us", "1001",
+		  "batch_wait_us \"1001\": out of range (0..1000)");
+	set_fails("batch_wait_us", "50us",
+		  "batch_wait_us \"50us\": expected a whole number");
 	assert_int_equal(set_uint_value("max_connections", "1",
 					OFF(max_connections)),
 			 1);
@@ -1047,6 +1057,7 @@ static const char *const all_directives[] = {
 	"slots",
 	"stat_cache",
 	"accepts",
+	"batch_wait_us",
 	"max_connections",
 	"idle_timeout",
 	"header_timeout",
@@ -1195,6 +1206,7 @@ static void assert_same_values(const struct orcd_config *a,
 	SAME(a->slots == b->slots, "slots");
 	SAME(a->stat_cache == b->stat_cache, "stat_cache");
 	SAME(a->accepts == b->accepts, "accepts");
+	SAME(a->batch_wait_us == b->batch_wait_us, "batch_wait_us");
 	SAME(a->max_connections == b->max_connections, "max_connections");
 	SAME(a->idle_timeout_ms == b->idle_timeout_ms, "idle_timeout");
 	SAME(a->header_timeout_ms == b->header_timeout_ms, "header_timeout");
@@ -1243,6 +1255,7 @@ static const struct pair keep_pairs[] = {
 	{"worker_cpu_affinity", "off", "auto"},
 	{"slots", "256", "512"},
 	{"accepts", "4", "8"},
+	{"batch_wait_us", "0", "200"},
 	{"access_log", long_a, long_b},
 	{"access_log", "off", "/var/log/orcd.log"},
 	{"access_log", "-", "off"},

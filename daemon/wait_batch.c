@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+/* How many completions a worker's next wait asks for: see wait_batch.h. */
+#include "wait_batch.h"
+
+void wb_init(struct wait_batch *wb, unsigned min_us)
+{
+	wb->min_us = min_us;
+	wb->want = 1;
+}
+
+unsigned wb_ask(struct wait_batch *wb, unsigned conns, unsigned sends)
+{
+	unsigned cap = conns / WB_CONNS_PER_ARRIVAL;
+
+	if (cap > WB_MAX)
+		cap = WB_MAX;
+	if (wb->want > cap)
+		wb->want = cap ? cap : 1;
+	if (!wb->min_us || wb->want <= 1)
+		return 1;
+	return sends + wb->want;
+}
+
+void wb_took(struct wait_batch *wb, unsigned arrivals, int64_t waited_us)
+{
+	if (!wb->min_us)
+		return;
+	if (arrivals >= wb->want) {
+		if (wb->want < WB_MAX)
+			wb->want *= 2;
+	} else if (waited_us >= (int64_t)wb->min_us && wb->want > 1) {
+		wb->want /= 2;
+	}
+}
