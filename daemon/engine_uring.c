@@ -625,6 +625,22 @@ static int uring_wait(struct uring_worker *uw, unsigned nr, unsigned min_us,
 	return r < 0 ? -errno : (int)r;
 }
 
+/* Whether a CQE is an arrival for wait_batch.h: caused by the world (a
+ * request's bytes, a client, a signal, a change, a timer), not by the
+ * worker's own sends, opens, reads, closes and cancels. Read before the
+ * CQE is handled: until then the object it names is alive. */
+static bool is_arrival(uint64_t data)
+{
+	void *obj = (void *)(uintptr_t)(data & ~URING_STEP_MASK);
+	unsigned step = (unsigned)(data & URING_STEP_MASK);
+
+	if (step == URING_ORPHAN_TAG || !obj)
+		return false;
+	if (*(uint8_t *)obj == UOP_CONN)
+		return step == ST_RECV;
+	return true;
+}
+
 static int uring_loop(struct uring_worker *uw)
 {
 	struct __kernel_timespec tick;
@@ -632,7 +648,7 @@ static int uring_loop(struct uring_worker *uw)
 
 	for (;;) {
 		int64_t wait, waited;
-		unsigned ask, arrivals = 0;
+		unsigned ask, took = 0, arrivals = 0;
 		bool quiet;
 		int r;
 
@@ -655,20 +671,22 @@ static int uring_loop(struct uring_worker *uw)
 		wait = tw_wait_ms(&uw->tw, uw->now_ms, 1000);
 		tick.tv_sec = wait / 1000;
 		tick.tv_nsec = (wait % 1000) * 1000000;
-		ask = wb_ask(&uw->wb, uw->n_conns, uw->turn_sends);
+		/* A timer due within the millisecond is not held for a
+		 * batch: the kernel would wait out the min wait first. */
+		ask = wait ? wb_ask(&uw->wb, uw->n_conns, uw->turn_sends) : 1;
 		waited = mono_us();
 		r = uring_wait(uw, ask, ask > 1 ? uw->wb.min_us : 0, &tick);
 		waited = mono_us() - waited;
 		uw->turn_sends = 0;
 		STAT_INC(uw->w, submits);
-		if (ask > 1)
-			STAT_INC(uw->w, batched_waits);
 		if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY &&
 		    r != -EAGAIN) {
 			log_msg(LOG_ERR, "worker %u: io_uring_enter: %s",
 				uw->w->id, strerror(-r));
 			return r;
 		}
+		if (ask > 1)
+			STAT_INC(uw->w, batched_waits);
 		uw->hw.now = time(NULL);
 		uw->now_ms = mono_ms();
 		expire_timers(uw);
@@ -689,9 +707,9 @@ static int uring_loop(struct uring_worker *uw)
 				flags[i] = cqes[i]->flags;
 				/* A multishot's SQE ends with its last CQE. */
 				uw->cqes += !(flags[i] & IORING_CQE_F_MORE);
-				arrivals += (data[i] & URING_STEP_MASK) !=
-					    ST_SEND;
+				arrivals += is_arrival(data[i]);
 			}
+			took += n;
 			/* Give the CQ back before handling, so a kernel
 			 * holding overflowed CQEs can flush them. */
 			io_uring_cq_advance(&uw->ring, n);
@@ -707,7 +725,7 @@ static int uring_loop(struct uring_worker *uw)
 			for (unsigned i = 0; i < n; i++)
 				dispatch(uw, data[i], res[i], flags[i]);
 		}
-		wb_took(&uw->wb, arrivals, waited);
+		wb_took(&uw->wb, ask, took, arrivals, waited);
 	}
 }
 

@@ -21,12 +21,13 @@ unsigned wb_ask(struct wait_batch *wb, unsigned conns, unsigned sends)
 	return sends + wb->want;
 }
 
-void wb_took(struct wait_batch *wb, unsigned arrivals, int64_t waited_us)
+void wb_took(struct wait_batch *wb, unsigned asked, unsigned took,
+	     unsigned arrivals, int64_t waited_us)
 {
 	if (!wb->min_us)
 		return;
-	if (arrivals >= wb->want) {
-		if (wb->want < WB_MAX)
+	if (took >= asked) {
+		if (arrivals >= wb->want && arrivals >= 2 && wb->want < WB_MAX)
 			wb->want *= 2;
 	} else if (waited_us >= (int64_t)wb->min_us && wb->want > 1) {
 		wb->want /= 2;

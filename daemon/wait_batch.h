@@ -11,15 +11,20 @@
  * after it began, once at least one has come; so asking for more costs
  * at most that much latency, and only while completions keep arriving.
  *
- * The rule keeps that cost to busy workers:
- * - with fewer than WB_CONNS_PER_ARRIVAL connections per completion
- *   asked for, it asks for one (a single client pinging never waits);
- * - a turn that took at least what the wait asked for (arrivals: CQEs
- *   other than sends') doubles the ask, up to WB_MAX;
- * - a wait that ran out its batch_wait_us with fewer halves it.
- * A batched wait adds the sends this turn submitted, whose CQEs
- * usually post at once (inline) and would end it at once otherwise; a
- * send that does not complete then costs at most the min wait.
+ * The rule keeps that cost to busy workers. Arrivals are CQEs the
+ * world caused (a request's bytes, a connection, a signal), not those of
+ * the worker's own sends, opens and closes:
+ * - a wait that filled (took at least the CQEs it asked for) with at
+ *   least the arrivals it asked for, and two or more, doubles the ask, up
+ *   to WB_MAX: clients keep up with it. A lone client brings one arrival
+ *   per turn, so however many idle connections the worker has, its waits
+ *   ask for one;
+ * - a wait that ran out its batch_wait_us unfilled halves it;
+ * - at most one arrival per WB_CONNS_PER_ARRIVAL connections (none under
+ *   16).
+ * A batched wait adds the sends this turn submitted, whose CQEs mostly
+ * post at once (inline) and would end it at once otherwise; one that
+ * does not (a full socket) leaves the wait unfilled, which halves the ask.
  */
 #ifndef ORCD_WAIT_BATCH_H
 #define ORCD_WAIT_BATCH_H
@@ -41,8 +46,9 @@ void wb_init(struct wait_batch *wb, unsigned min_us);
  * `sends` sends submitted since the last wait. 1: a plain wait, no
  * min wait. */
 unsigned wb_ask(struct wait_batch *wb, unsigned conns, unsigned sends);
-/* After a turn: `arrivals` CQEs other than sends' came, and the wait
- * took `waited_us`. */
-void wb_took(struct wait_batch *wb, unsigned arrivals, int64_t waited_us);
+/* After a turn: the wait asked for `asked` CQEs and took `waited_us`;
+ * the turn took `took` CQEs, `arrivals` of them arrivals. */
+void wb_took(struct wait_batch *wb, unsigned asked, unsigned took,
+	     unsigned arrivals, int64_t waited_us);
 
 #endif

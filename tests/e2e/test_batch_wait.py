@@ -2,10 +2,10 @@
 """Batched waits (batch_wait_us; daemon/wait_batch.h). A busy io_uring
 worker asks the kernel for several completions per wait, with a min wait
 that bounds the latency this costs (Linux 6.12+). Many clients get every
-response whole; a lone client's waits never ask for more than one; a
-request among idle connections is not held for a batch; 0 turns it off;
-a kernel without the min wait says so once and waits as before. epoll
-has no such wait and never counts one."""
+response whole; a lone client's waits ask for one, however many
+connections sit idle; a request among idle connections is not held for
+a batch; 0 turns it off; a kernel without the min wait says so once and
+waits as before. epoll has no such wait and never counts one."""
 
 import re
 import sys
@@ -120,6 +120,31 @@ def a_lone_client_never_waits_for_a_batch():
                 r = c.read_response()
                 eq((r.status, r.body), (200, b"hello, world\n"), "request %d" % i)
         eq(batched(srv), 0, "batched waits with one client")
+    with_server(body)
+
+
+@orcdtest.case
+def a_lone_client_among_idle_connections_asks_for_one():
+    # One arrival per turn never asks for more, however many connections
+    # sit idle: a batched wait here would wait out the min wait on every
+    # request (the recv is armed only after the send's CQE is handled).
+    # Opening the idle ones may grow the ask for a few turns; it comes
+    # back down within a few requests.
+    def body(srv):
+        conns = open_conns(srv, N_CONNS)
+        try:
+            before = batched(srv)
+            for i in range(50):
+                conns[0].send(build_request("GET", "/hello.txt"))
+                r = conns[0].read_response()
+                eq((r.status, r.body), (200, b"hello, world\n"),
+                   "request %d" % i)
+            n = batched(srv) - before
+        finally:
+            for c in conns:
+                c.close()
+        check(n <= 5, "%d of 50 lone requests among %d connections had a "
+              "batched wait" % (n, N_CONNS))
     with_server(body)
 
 
