@@ -625,20 +625,25 @@ static int uring_wait(struct uring_worker *uw, unsigned nr, unsigned min_us,
 	return r < 0 ? -errno : (int)r;
 }
 
-/* Whether a CQE is an arrival for wait_batch.h: caused by the world (a
- * request's bytes, a client, a signal, a change, a timer), not by the
- * worker's own sends, opens, reads, closes and cancels. Read before the
- * CQE is handled: until then the object it names is alive. */
-static bool is_arrival(uint64_t data)
+/* Whether a CQE is an arrival for wait_batch.h: a client's bytes or a
+ * new client, not the worker's own sends, opens, reads and closes, nor
+ * its timers, signals, change events or cancelled recvs. Read before
+ * the CQE is handled: until then the object it names is alive. */
+static bool is_arrival(uint64_t data, int res)
 {
 	void *obj = (void *)(uintptr_t)(data & ~URING_STEP_MASK);
 	unsigned step = (unsigned)(data & URING_STEP_MASK);
 
-	if (step == URING_ORPHAN_TAG || !obj)
+	if (step == URING_ORPHAN_TAG || !obj || res < 0)
 		return false;
-	if (*(uint8_t *)obj == UOP_CONN)
-		return step == ST_RECV;
-	return true;
+	switch (*(uint8_t *)obj) {
+	case UOP_CONN:
+		return step == ST_RECV && res > 0;
+	case UOP_ACCEPT:
+		return true;
+	default:
+		return false;
+	}
 }
 
 static int uring_loop(struct uring_worker *uw)
@@ -707,7 +712,7 @@ static int uring_loop(struct uring_worker *uw)
 				flags[i] = cqes[i]->flags;
 				/* A multishot's SQE ends with its last CQE. */
 				uw->cqes += !(flags[i] & IORING_CQE_F_MORE);
-				arrivals += is_arrival(data[i]);
+				arrivals += is_arrival(data[i], res[i]);
 			}
 			took += n;
 			/* Give the CQ back before handling, so a kernel

@@ -106,10 +106,11 @@ struct h1_worker {
 	bool stopping;	      /* stop accepting, finish what is in flight */
 	bool drain_expired;   /* stop's bound passed: abort everything */
 	time_t now;	      /* wall clock for Date and the log, per batch */
-	/* Pools of request and response buffers (capped). */
+	/* Pools of request and response buffers, and the bytes each holds
+	 * (capped). */
 	char *free_ins;
 	struct h1_resp *free_resps;
-	unsigned n_free_ins, n_free_resps;
+	size_t free_in_bytes, free_resp_bytes;
 };
 
 enum h1_state {

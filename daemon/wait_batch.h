@@ -19,7 +19,13 @@
  *   to WB_MAX: clients keep up with it. A lone client brings one arrival
  *   per turn, so however many idle connections the worker has, its waits
  *   ask for one;
- * - a wait that ran out its batch_wait_us unfilled halves it;
+ * - a wait that ran out its batch_wait_us unfilled takes it back to one,
+ *   so a request is held at most once, for at most batch_wait_us;
+ * - a wait asks for no more than the turn before the last brought: the
+ *   clients the last turn served have no recv armed until their sends'
+ *   CQEs are handled in the next turn, so they cannot arrive in this
+ *   wait (clients served together, in step, would otherwise have their
+ *   every request wait out the min wait);
  * - at most one arrival per WB_CONNS_PER_ARRIVAL connections (none under
  *   16).
  * A batched wait adds the sends this turn submitted, whose CQEs mostly
@@ -37,8 +43,10 @@
 #define WB_CONNS_PER_ARRIVAL 8u
 
 struct wait_batch {
-	unsigned min_us; /* batch_wait_us; 0: every wait asks for one */
-	unsigned want;	 /* arrivals the next batched wait asks for */
+	unsigned min_us;      /* batch_wait_us; 0: every wait asks for one */
+	unsigned want;	      /* arrivals a batched wait may ask for */
+	unsigned last;	      /* arrivals the last turn took */
+	unsigned before_last; /* and the turn before it */
 };
 
 void wb_init(struct wait_batch *wb, unsigned min_us);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* How many completions a worker's next wait asks for (wait_batch.h). */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,7 +54,7 @@ static void test_a_lone_client_among_idle_connections(void **state)
 	assert_int_equal(wb.want, 1);
 }
 
-static void test_grows_while_more_arrive_than_asked(void **state)
+static void test_grows_while_clients_keep_up(void **state)
 {
 	struct wait_batch wb;
 	unsigned want = 1, ask = 1;
@@ -61,14 +62,14 @@ static void test_grows_while_more_arrive_than_asked(void **state)
 	(void)state;
 	wb_init(&wb, 100);
 	assert_int_equal(wb_ask(&wb, 256, 5), 1); /* a plain wait first */
-	/* Each filled wait that brought more arrivals than it asked for
+	/* Each filled wait that brought what it asked for, two or more,
 	 * doubles the ask... */
 	for (int i = 0; i < 5; i++) {
-		wb_took(&wb, ask, ask + 1, want + 1, 10);
+		wb_took(&wb, ask, ask + 64, 64, 10);
 		want *= 2;
 		/* ...and a batched wait counts the sends that post at once. */
 		ask = wb_ask(&wb, 256, 4);
-		assert_int_equal(ask, 4 + want);
+		assert_int_equal(ask, i ? 4 + want : 1);
 	}
 	assert_int_equal(want, WB_MAX);
 	wb_took(&wb, ask, 100, 100, 10);
@@ -84,7 +85,7 @@ static void test_filled_by_own_completions_keeps_the_ask(void **state)
 	(void)state;
 	wb_init(&wb, 100);
 	wb_took(&wb, 1, 3, 3, 10);
-	wb_took(&wb, 3, 5, 3, 10);
+	wb_took(&wb, 1, 5, 3, 10);
 	assert_int_equal(wb.want, 4);
 	/* Filled, but by the worker's own completions more than by
 	 * arrivals: no sign that more clients wait. */
@@ -94,34 +95,62 @@ static void test_filled_by_own_completions_keeps_the_ask(void **state)
 	assert_int_equal(wb.want, 8);
 }
 
-static void test_shrinks_when_the_min_wait_runs_out(void **state)
+static void test_clients_in_step_never_run_out(void **state)
+{
+	struct wait_batch wb;
+	unsigned ask, batched = 0;
+
+	(void)state;
+	wb_init(&wb, 100);
+	/* Two clients among 256 connections, served in the same turn. A
+	 * turn after serving them takes only their sends' CQEs (their recvs
+	 * are armed then), the turn after that their next requests. A wait
+	 * that asked for them while their recvs were not armed would run
+	 * out; none may. */
+	for (int i = 0; i < 100; i++) {
+		bool sends_turn = i % 2;
+
+		ask = wb_ask(&wb, 256, sends_turn ? 0 : 2);
+		if (sends_turn) {
+			/* Their recvs are armed: both arrive. */
+			assert_true(ask <= 2);
+			batched += ask > 1;
+			wb_took(&wb, ask, 2, 2, 10);
+		} else {
+			/* Just served: only the sends' CQEs can come. */
+			assert_int_equal(ask, 1);
+			wb_took(&wb, ask, 2, 0, 10);
+		}
+	}
+	assert_true(batched > 0);
+}
+
+static void test_runs_out_back_to_one(void **state)
 {
 	struct wait_batch wb;
 	unsigned ask;
 
 	(void)state;
 	wb_init(&wb, 100);
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		wb_took(&wb, 1, 64, 64, 10);
 	ask = wb_ask(&wb, 256, 0);
 	assert_int_equal(ask, 32);
 	/* Unfilled, but the wait ended early (a timer, a signal): keep. */
 	wb_took(&wb, ask, 3, 3, 99);
-	assert_int_equal(wb_ask(&wb, 256, 0), 32);
-	/* Unfilled within the min wait: halve, down to a plain wait. */
+	assert_int_equal(wb.want, 32);
+	/* Unfilled within the min wait: a plain wait next, so that no
+	 * request is held twice. */
 	wb_took(&wb, ask, 3, 3, 100);
-	assert_int_equal(wb_ask(&wb, 256, 0), 16);
-	/* A send that did not post at once (a full socket) leaves the
-	 * wait unfilled although every arrival asked for came. */
-	ask = wb_ask(&wb, 256, 4);
-	assert_int_equal(ask, 20);
-	wb_took(&wb, ask, 19, 16, 150);
-	assert_int_equal(wb.want, 8);
-	for (int i = 0; i < 3; i++)
-		wb_took(&wb, 8, 0, 0, 150);
 	assert_int_equal(wb.want, 1);
 	assert_int_equal(wb_ask(&wb, 256, 9), 1);
-	wb_took(&wb, 1, 0, 0, 150);
+	/* A send that did not post at once (a full socket) leaves a wait
+	 * unfilled although every arrival asked for came. */
+	for (int i = 0; i < 3; i++)
+		wb_took(&wb, 1, 20, 20, 10);
+	ask = wb_ask(&wb, 256, 4);
+	assert_int_equal(ask, 4 + 8);
+	wb_took(&wb, ask, 11, 8, 150);
 	assert_int_equal(wb.want, 1);
 }
 
@@ -131,9 +160,10 @@ int main(void)
 		cmocka_unit_test(test_off_asks_for_one),
 		cmocka_unit_test(test_few_connections_ask_for_one),
 		cmocka_unit_test(test_a_lone_client_among_idle_connections),
-		cmocka_unit_test(test_grows_while_more_arrive_than_asked),
+		cmocka_unit_test(test_grows_while_clients_keep_up),
 		cmocka_unit_test(test_filled_by_own_completions_keeps_the_ask),
-		cmocka_unit_test(test_shrinks_when_the_min_wait_runs_out),
+		cmocka_unit_test(test_clients_in_step_never_run_out),
+		cmocka_unit_test(test_runs_out_back_to_one),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
