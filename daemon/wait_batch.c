@@ -6,21 +6,20 @@ void wb_init(struct wait_batch *wb, unsigned min_us)
 {
 	wb->min_us = min_us;
 	wb->want = 1;
-	wb->last = wb->before_last = 0;
+	wb->hold = wb->backoff = 0;
 }
 
 unsigned wb_ask(struct wait_batch *wb, unsigned conns, unsigned sends)
 {
-	unsigned cap = conns / WB_CONNS_PER_ARRIVAL, n;
+	unsigned cap = conns / WB_CONNS_PER_ARRIVAL;
 
 	if (cap > WB_MAX)
 		cap = WB_MAX;
 	if (wb->want > cap)
 		wb->want = cap ? cap : 1;
-	n = wb->want < wb->before_last ? wb->want : wb->before_last;
-	if (!wb->min_us || n < 2)
+	if (!wb->min_us || wb->want < 2)
 		return 1;
-	return sends + n;
+	return sends + wb->want;
 }
 
 void wb_took(struct wait_batch *wb, unsigned asked, unsigned took,
@@ -28,12 +27,24 @@ void wb_took(struct wait_batch *wb, unsigned asked, unsigned took,
 {
 	if (!wb->min_us)
 		return;
-	wb->before_last = wb->last;
-	wb->last = arrivals;
 	if (took >= asked) {
-		if (arrivals >= wb->want && arrivals >= 2 && wb->want < WB_MAX)
+		if (asked > 1)
+			wb->backoff = 0; /* a batch filled: clients keep up */
+		if (wb->hold)
+			wb->hold--;
+		else if (arrivals >= wb->want && arrivals >= 2 &&
+			 wb->want < WB_MAX)
 			wb->want *= 2;
 	} else if (waited_us >= (int64_t)wb->min_us) {
-		wb->want = 1;
+		if (wb->want > 1)
+			wb->want /= 2;
+		if (arrivals)
+			return; /* fewer came than asked for: load moved */
+		/* None came: the clients asked for could not send (served
+		 * in step the turn before), or there are none. */
+		wb->backoff = wb->backoff ? wb->backoff * 2 : 1;
+		if (wb->backoff > WB_BACKOFF_MAX)
+			wb->backoff = WB_BACKOFF_MAX;
+		wb->hold = wb->backoff;
 	}
 }

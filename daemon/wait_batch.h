@@ -19,13 +19,13 @@
  *   to WB_MAX: clients keep up with it. A lone client brings one arrival
  *   per turn, so however many idle connections the worker has, its waits
  *   ask for one;
- * - a wait that ran out its batch_wait_us unfilled takes it back to one,
- *   so a request is held at most once, for at most batch_wait_us;
- * - a wait asks for no more than the turn before the last brought: the
- *   clients the last turn served have no recv armed until their sends'
- *   CQEs are handled in the next turn, so they cannot arrive in this
- *   wait (clients served together, in step, would otherwise have their
- *   every request wait out the min wait);
+ * - a wait that ran out its batch_wait_us unfilled halves it, and the
+ *   ask may not grow again for 1, 2, 4 ... WB_BACKOFF_MAX turns after
+ *   successive run-outs, until a batched wait fills. Clients served
+ *   together in one turn (in step) have no recv armed until their sends'
+ *   CQEs are handled in the next, so a wait asking for them right after
+ *   cannot fill: without the backoff every other round of theirs would
+ *   wait out the min wait, with it one in up to WB_BACKOFF_MAX turns;
  * - at most one arrival per WB_CONNS_PER_ARRIVAL connections (none under
  *   16).
  * A batched wait adds the sends this turn submitted, whose CQEs mostly
@@ -39,14 +39,16 @@
 
 /* Arrivals a wait asks for at most. */
 #define WB_MAX		     32u
+/* Turns a run of run-outs holds the ask down at most. */
+#define WB_BACKOFF_MAX	     1024u
 /* Connections per arrival asked for: 256 connections may ask for 32. */
 #define WB_CONNS_PER_ARRIVAL 8u
 
 struct wait_batch {
-	unsigned min_us;      /* batch_wait_us; 0: every wait asks for one */
-	unsigned want;	      /* arrivals a batched wait may ask for */
-	unsigned last;	      /* arrivals the last turn took */
-	unsigned before_last; /* and the turn before it */
+	unsigned min_us;  /* batch_wait_us; 0: every wait asks for one */
+	unsigned want;	  /* arrivals a batched wait may ask for */
+	unsigned hold;	  /* turns before the ask may grow again */
+	unsigned backoff; /* hold after the next run-out (doubles) */
 };
 
 void wb_init(struct wait_batch *wb, unsigned min_us);

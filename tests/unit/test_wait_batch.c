@@ -69,7 +69,7 @@ static void test_grows_while_clients_keep_up(void **state)
 		want *= 2;
 		/* ...and a batched wait counts the sends that post at once. */
 		ask = wb_ask(&wb, 256, 4);
-		assert_int_equal(ask, i ? 4 + want : 1);
+		assert_int_equal(ask, 4 + want);
 	}
 	assert_int_equal(want, WB_MAX);
 	wb_took(&wb, ask, 100, 100, 10);
@@ -95,37 +95,35 @@ static void test_filled_by_own_completions_keeps_the_ask(void **state)
 	assert_int_equal(wb.want, 8);
 }
 
-static void test_clients_in_step_never_run_out(void **state)
+static void test_clients_in_step_rarely_run_out(void **state)
 {
 	struct wait_batch wb;
-	unsigned ask, batched = 0;
+	unsigned run_outs = 0, batched = 0;
 
 	(void)state;
 	wb_init(&wb, 100);
-	/* Two clients among 256 connections, served in the same turn. A
+	/* Two clients among 256 connections, served in the same turn. The
 	 * turn after serving them takes only their sends' CQEs (their recvs
 	 * are armed then), the turn after that their next requests. A wait
-	 * that asked for them while their recvs were not armed would run
-	 * out; none may. */
-	for (int i = 0; i < 100; i++) {
-		bool sends_turn = i % 2;
+	 * that asks for more than can come runs out the min wait. */
+	for (int i = 0; i < 1000; i++) {
+		bool after_serving = i % 2 == 0;
+		unsigned sends = after_serving ? 2 : 0;
+		unsigned ask = wb_ask(&wb, 256, sends);
+		unsigned arrivals = after_serving ? 0 : 2;
+		unsigned took = sends + arrivals;
 
-		ask = wb_ask(&wb, 256, sends_turn ? 0 : 2);
-		if (sends_turn) {
-			/* Their recvs are armed: both arrive. */
-			assert_true(ask <= 2);
-			batched += ask > 1;
-			wb_took(&wb, ask, 2, 2, 10);
-		} else {
-			/* Just served: only the sends' CQEs can come. */
-			assert_int_equal(ask, 1);
-			wb_took(&wb, ask, 2, 0, 10);
-		}
+		batched += ask > 1;
+		run_outs += took < ask;
+		wb_took(&wb, ask, took, arrivals, took < ask ? 100 : 10);
 	}
-	assert_true(batched > 0);
+	/* The backoff doubles after each run-out that brought nobody: 1,
+	 * 2, 4 ... turns, so about log2(1000) of them. */
+	assert_true(run_outs <= 12);
+	assert_true(batched >= run_outs);
 }
 
-static void test_runs_out_back_to_one(void **state)
+static void test_runs_out_halves(void **state)
 {
 	struct wait_batch wb;
 	unsigned ask;
@@ -139,19 +137,41 @@ static void test_runs_out_back_to_one(void **state)
 	/* Unfilled, but the wait ended early (a timer, a signal): keep. */
 	wb_took(&wb, ask, 3, 3, 99);
 	assert_int_equal(wb.want, 32);
-	/* Unfilled within the min wait: a plain wait next, so that no
-	 * request is held twice. */
+	/* Unfilled within the min wait, some came: halve, and it may grow
+	 * again at once. */
 	wb_took(&wb, ask, 3, 3, 100);
-	assert_int_equal(wb.want, 1);
-	assert_int_equal(wb_ask(&wb, 256, 9), 1);
+	assert_int_equal(wb.want, 16);
+	wb_took(&wb, 16, 40, 40, 10);
+	assert_int_equal(wb.want, 32);
 	/* A send that did not post at once (a full socket) leaves a wait
 	 * unfilled although every arrival asked for came. */
-	for (int i = 0; i < 3; i++)
-		wb_took(&wb, 1, 20, 20, 10);
 	ask = wb_ask(&wb, 256, 4);
-	assert_int_equal(ask, 4 + 8);
-	wb_took(&wb, ask, 11, 8, 150);
+	assert_int_equal(ask, 4 + 32);
+	wb_took(&wb, ask, 35, 32, 150);
+	assert_int_equal(wb.want, 16);
+	/* None came: halve, and hold the ask for a turn, then two. */
+	wb_took(&wb, 16, 0, 0, 150);
+	assert_int_equal(wb.want, 8);
+	wb_took(&wb, 1, 9, 9, 10);
+	assert_int_equal(wb.want, 8); /* held */
+	wb_took(&wb, 1, 9, 9, 10);
+	assert_int_equal(wb.want, 16);
+	wb_took(&wb, 20, 0, 0, 150);
+	wb_took(&wb, 1, 9, 9, 10);
+	wb_took(&wb, 1, 9, 9, 10);
+	assert_int_equal(wb.want, 8); /* held for two */
+	/* A batched wait that fills ends the backoff. */
+	wb_took(&wb, 8, 9, 9, 10);
+	assert_int_equal(wb.want, 16);
+	wb_took(&wb, 20, 0, 0, 150);
+	wb_took(&wb, 1, 9, 9, 10);
+	assert_int_equal(wb.want, 8); /* held for one again */
+	wb_took(&wb, 1, 9, 9, 10);
+	assert_int_equal(wb.want, 16);
+	for (int i = 0; i < 4; i++)
+		wb_took(&wb, 8, 0, 0, 150);
 	assert_int_equal(wb.want, 1);
+	assert_int_equal(wb_ask(&wb, 256, 9), 1);
 }
 
 int main(void)
@@ -162,8 +182,8 @@ int main(void)
 		cmocka_unit_test(test_a_lone_client_among_idle_connections),
 		cmocka_unit_test(test_grows_while_clients_keep_up),
 		cmocka_unit_test(test_filled_by_own_completions_keeps_the_ask),
-		cmocka_unit_test(test_clients_in_step_never_run_out),
-		cmocka_unit_test(test_runs_out_back_to_one),
+		cmocka_unit_test(test_clients_in_step_rarely_run_out),
+		cmocka_unit_test(test_runs_out_halves),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
