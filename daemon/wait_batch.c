@@ -6,7 +6,7 @@ void wb_init(struct wait_batch *wb, unsigned min_us)
 {
 	wb->min_us = min_us;
 	wb->want = 1;
-	wb->hold = wb->backoff = 0;
+	wb->hold = wb->backoff = wb->ran_out_at = 0;
 }
 
 unsigned wb_ask(struct wait_batch *wb, unsigned conns, unsigned sends)
@@ -28,20 +28,22 @@ void wb_took(struct wait_batch *wb, unsigned asked, unsigned took,
 	if (!wb->min_us)
 		return;
 	if (took >= asked) {
-		if (asked > 1)
-			wb->backoff = 0; /* a batch filled: clients keep up */
+		/* A batch as large as the last that ran out filled: the
+		 * clients are there, the backoff starts over. */
+		if (asked > 1 && wb->want >= wb->ran_out_at)
+			wb->backoff = 0;
 		if (wb->hold)
 			wb->hold--;
 		else if (arrivals >= wb->want && arrivals >= 2 &&
 			 wb->want < WB_MAX)
 			wb->want *= 2;
-	} else if (waited_us >= (int64_t)wb->min_us) {
+	} else if (asked > 1 && waited_us >= (int64_t)wb->min_us) {
+		/* Ran out: fewer clients could send than it asked for
+		 * (some were served the turn before and have no recv
+		 * armed yet, or there are fewer than it thought). */
+		wb->ran_out_at = wb->want;
 		if (wb->want > 1)
 			wb->want /= 2;
-		if (arrivals)
-			return; /* fewer came than asked for: load moved */
-		/* None came: the clients asked for could not send (served
-		 * in step the turn before), or there are none. */
 		wb->backoff = wb->backoff ? wb->backoff * 2 : 1;
 		if (wb->backoff > WB_BACKOFF_MAX)
 			wb->backoff = WB_BACKOFF_MAX;

@@ -11,21 +11,22 @@
  * after it began, once at least one has come; so asking for more costs
  * at most that much latency, and only while completions keep arriving.
  *
- * The rule keeps that cost to busy workers. Arrivals are CQEs the
- * world caused (a request's bytes, a connection, a signal), not those of
- * the worker's own sends, opens and closes:
+ * The rule keeps that cost to busy workers. Arrivals are recvs that
+ * brought bytes and accepted connections, not the worker's own sends,
+ * opens and closes, nor its timers, signals or change events:
  * - a wait that filled (took at least the CQEs it asked for) with at
  *   least the arrivals it asked for, and two or more, doubles the ask, up
  *   to WB_MAX: clients keep up with it. A lone client brings one arrival
  *   per turn, so however many idle connections the worker has, its waits
  *   ask for one;
- * - a wait that ran out its batch_wait_us unfilled halves it, and the
- *   ask may not grow again for 1, 2, 4 ... WB_BACKOFF_MAX turns after
- *   successive run-outs, until a batched wait fills. Clients served
- *   together in one turn (in step) have no recv armed until their sends'
- *   CQEs are handled in the next, so a wait asking for them right after
- *   cannot fill: without the backoff every other round of theirs would
- *   wait out the min wait, with it one in up to WB_BACKOFF_MAX turns;
+ * - a batched wait that ran out its batch_wait_us unfilled halves it,
+ *   and the ask may not grow again for 1, 2, 4 ... WB_BACKOFF_MAX turns
+ *   (doubling with each run-out) until a batched wait as large as the
+ *   last that ran out fills. Clients served in one turn have no recv
+ *   armed until their sends' CQEs are handled in the next, so a wait
+ *   asking for them right after cannot fill: a few busy clients among
+ *   many idle connections would otherwise wait out the min wait on
+ *   every other request;
  * - at most one arrival per WB_CONNS_PER_ARRIVAL connections (none under
  *   16).
  * A batched wait adds the sends this turn submitted, whose CQEs mostly
@@ -45,10 +46,11 @@
 #define WB_CONNS_PER_ARRIVAL 8u
 
 struct wait_batch {
-	unsigned min_us;  /* batch_wait_us; 0: every wait asks for one */
-	unsigned want;	  /* arrivals a batched wait may ask for */
-	unsigned hold;	  /* turns before the ask may grow again */
-	unsigned backoff; /* hold after the next run-out (doubles) */
+	unsigned min_us;     /* batch_wait_us; 0: every wait asks for one */
+	unsigned want;	     /* arrivals a batched wait may ask for */
+	unsigned hold;	     /* turns before the ask may grow again */
+	unsigned backoff;    /* hold after the next run-out (doubles) */
+	unsigned ran_out_at; /* the ask of the last run-out */
 };
 
 void wb_init(struct wait_batch *wb, unsigned min_us);

@@ -95,35 +95,45 @@ static void test_filled_by_own_completions_keeps_the_ask(void **state)
 	assert_int_equal(wb.want, 8);
 }
 
-static void test_clients_in_step_rarely_run_out(void **state)
+/* Clients served in groups: a turn serves `groups[g]` of them, the next
+ * wait can bring only those served the turn before. Returns run-outs in
+ * 1000 turns. */
+static unsigned replay_groups(const unsigned *groups, unsigned n_groups)
 {
 	struct wait_batch wb;
-	unsigned run_outs = 0, batched = 0;
+	unsigned run_outs = 0, sends = 0;
 
-	(void)state;
 	wb_init(&wb, 100);
-	/* Two clients among 256 connections, served in the same turn. The
-	 * turn after serving them takes only their sends' CQEs (their recvs
-	 * are armed then), the turn after that their next requests. A wait
-	 * that asks for more than can come runs out the min wait. */
-	for (int i = 0; i < 1000; i++) {
-		bool after_serving = i % 2 == 0;
-		unsigned sends = after_serving ? 2 : 0;
+	for (unsigned i = 0; i < 1000; i++) {
 		unsigned ask = wb_ask(&wb, 256, sends);
-		unsigned arrivals = after_serving ? 0 : 2;
+		/* The group served two turns ago has its recvs armed. */
+		unsigned arrivals = groups[(i + 1) % n_groups];
 		unsigned took = sends + arrivals;
+		bool out = took < ask;
 
-		batched += ask > 1;
-		run_outs += took < ask;
-		wb_took(&wb, ask, took, arrivals, took < ask ? 100 : 10);
+		run_outs += out;
+		wb_took(&wb, ask, took, arrivals, out ? 100 : 10);
+		sends = arrivals;
 	}
-	/* The backoff doubles after each run-out that brought nobody: 1,
-	 * 2, 4 ... turns, so about log2(1000) of them. */
-	assert_true(run_outs <= 12);
-	assert_true(batched >= run_outs);
+	return run_outs;
 }
 
-static void test_runs_out_halves(void **state)
+static void test_clients_in_step_rarely_run_out(void **state)
+{
+	/* Two clients served together; groups of three and one; two
+	 * groups of eight: every wait asking for more than the group that
+	 * can come runs out. The backoff doubles with each run-out, so about log2(1000)
+	 * of them. */
+	const unsigned two[] = {2, 0}, three_one[] = {3, 1},
+		       eight_eight[] = {8, 8};
+
+	(void)state;
+	assert_true(replay_groups(two, 2) <= 12);
+	assert_true(replay_groups(three_one, 2) <= 12);
+	assert_true(replay_groups(eight_eight, 2) <= 12);
+}
+
+static void test_runs_out_halves_and_holds(void **state)
 {
 	struct wait_batch wb;
 	unsigned ask;
@@ -137,10 +147,12 @@ static void test_runs_out_halves(void **state)
 	/* Unfilled, but the wait ended early (a timer, a signal): keep. */
 	wb_took(&wb, ask, 3, 3, 99);
 	assert_int_equal(wb.want, 32);
-	/* Unfilled within the min wait, some came: halve, and it may grow
-	 * again at once. */
+	/* Unfilled within the min wait: halve, and hold for a turn. */
 	wb_took(&wb, ask, 3, 3, 100);
 	assert_int_equal(wb.want, 16);
+	wb_took(&wb, 16, 40, 40, 10);
+	assert_int_equal(wb.want, 16); /* held */
+	/* Filled at 16, below the 32 that ran out: the backoff stays. */
 	wb_took(&wb, 16, 40, 40, 10);
 	assert_int_equal(wb.want, 32);
 	/* A send that did not post at once (a full socket) leaves a wait
@@ -149,29 +161,31 @@ static void test_runs_out_halves(void **state)
 	assert_int_equal(ask, 4 + 32);
 	wb_took(&wb, ask, 35, 32, 150);
 	assert_int_equal(wb.want, 16);
-	/* None came: halve, and hold the ask for a turn, then two. */
-	wb_took(&wb, 16, 0, 0, 150);
-	assert_int_equal(wb.want, 8);
-	wb_took(&wb, 1, 9, 9, 10);
-	assert_int_equal(wb.want, 8); /* held */
-	wb_took(&wb, 1, 9, 9, 10);
+	wb_took(&wb, 16, 40, 40, 10);
+	wb_took(&wb, 16, 40, 40, 10);
+	assert_int_equal(wb.want, 16); /* held for two now */
+	wb_took(&wb, 16, 40, 40, 10);
+	assert_int_equal(wb.want, 32);
+	/* A batch as large as the one that ran out filled: the next
+	 * run-out holds for one turn again. */
+	wb_took(&wb, 32, 40, 40, 10);
+	wb_took(&wb, 32, 0, 0, 150);
 	assert_int_equal(wb.want, 16);
-	wb_took(&wb, 20, 0, 0, 150);
-	wb_took(&wb, 1, 9, 9, 10);
-	wb_took(&wb, 1, 9, 9, 10);
-	assert_int_equal(wb.want, 8); /* held for two */
-	/* A batched wait that fills ends the backoff. */
-	wb_took(&wb, 8, 9, 9, 10);
-	assert_int_equal(wb.want, 16);
-	wb_took(&wb, 20, 0, 0, 150);
-	wb_took(&wb, 1, 9, 9, 10);
-	assert_int_equal(wb.want, 8); /* held for one again */
-	wb_took(&wb, 1, 9, 9, 10);
-	assert_int_equal(wb.want, 16);
-	for (int i = 0; i < 4; i++)
-		wb_took(&wb, 8, 0, 0, 150);
+	wb_took(&wb, 16, 40, 40, 10);
+	wb_took(&wb, 16, 40, 40, 10);
+	assert_int_equal(wb.want, 32);
+	/* A plain wait that found nothing (the idle tick) is no run-out. */
+	for (int i = 0; i < 6; i++)
+		wb_took(&wb, 32, 0, 0, 150);
 	assert_int_equal(wb.want, 1);
+	wb_took(&wb, 1, 0, 0, 1000000);
+	wb_took(&wb, 1, 5, 5, 10);
+	assert_int_equal(wb.want, 1); /* held by the run-outs above */
 	assert_int_equal(wb_ask(&wb, 256, 9), 1);
+	/* The backoff is bounded. */
+	for (int i = 0; i < 20; i++)
+		wb_took(&wb, 8, 0, 0, 150);
+	assert_int_equal(wb.backoff, WB_BACKOFF_MAX);
 }
 
 int main(void)
@@ -183,7 +197,7 @@ int main(void)
 		cmocka_unit_test(test_grows_while_clients_keep_up),
 		cmocka_unit_test(test_filled_by_own_completions_keeps_the_ask),
 		cmocka_unit_test(test_clients_in_step_rarely_run_out),
-		cmocka_unit_test(test_runs_out_halves),
+		cmocka_unit_test(test_runs_out_halves_and_holds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
