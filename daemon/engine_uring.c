@@ -638,7 +638,7 @@ static bool is_arrival(uint64_t data, int res)
 		return false;
 	switch (*(uint8_t *)obj) {
 	case UOP_CONN:
-		return step == ST_RECV && res > 0;
+		return (step == ST_RECV || step == ST_MSHOT) && res > 0;
 	case UOP_ACCEPT:
 		return true;
 	default:
@@ -909,6 +909,8 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 			w->cfg->batch_wait_us);
 	uring_br_setup(uw);
 	uw->hw.in_min = uw->br ? uw->br_size : 0;
+	/* ORCD_URING_NO_MSHOT: tests and benches of the single-shot path. */
+	uw->mshot = uw->br && !getenv("ORCD_URING_NO_MSHOT");
 	/* Task work in queue order, in this thread only: see notify_arm(). */
 	uw->notify.usable = uw->ring.flags & IORING_SETUP_DEFER_TASKRUN;
 	uw->fd_install = fl == &uring_flavor_direct &&

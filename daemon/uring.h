@@ -86,6 +86,7 @@ enum ustep {
 	ST_INSTALL, /* a direct socket installed as a real fd */
 	ST_REGISTER,   /* specific: the socket put in the ring's file table */
 	ST_UNREGISTER, /* specific: and taken out of it at the close */
+	ST_MSHOT,      /* a keep-alive connection's multishot recv */
 	ST_MAX,
 };
 
@@ -112,6 +113,13 @@ struct uring_flavor {
 
 extern const struct uring_flavor uring_flavor_direct;
 extern const struct uring_flavor uring_flavor_specific;
+
+/* uconn.ms */
+enum uconn_mshot {
+	MS_OFF,
+	MS_ARMED,   /* in flight; its CQEs go to the stash */
+	MS_COUNTED, /* in flight and counted in pending */
+};
 
 enum uconn_state {
 	CS_IDLE,      /* nothing in flight (between ops) */
@@ -143,6 +151,19 @@ struct uconn {
 	bool cancel_wanted; /* a deferred recv was cancelled */
 	bool shut;	    /* a shutdown of the socket was submitted */
 	bool reg_failed;    /* specific: registering the socket failed */
+	/* A keep-alive connection's multishot recv (uring_conn.c): off,
+	 * armed, or armed and counted in `pending` (the core waits on it,
+	 * or a close or linger waits for its end); paused: a cancel of it
+	 * is in flight because bytes piled up in the stash. */
+	uint8_t ms;
+	bool ms_paused;
+	/* Bytes it brought while the core was not reading (a pipelining
+	 * client during a response), and how it ended then (ms_end_set:
+	 * 0 the peer closed, or -errno), for the core's next recv. */
+	bool ms_end_set;
+	int ms_end;
+	char *stash;
+	size_t stash_off, stash_len, stash_cap;
 	/* specific: the socket's index in the ring's file table once a
 	 * keep-alive connection registered it there (then its ops go by
 	 * that, as direct's do), else -1; reg_fd is the update's array. */
@@ -295,6 +316,10 @@ struct uring_worker {
 	struct io_uring_buf_ring *br;
 	char *br_bufs;
 	unsigned br_n, br_size;
+	/* Keep-alive recvs are multishot on the buffer ring (6.0+; cleared
+	 * when the kernel refuses one), and whether that was said. */
+	bool mshot;
+	bool mshot_warned;
 	struct uconn *deferred; /* waiting for SQ room (via next) */
 	struct stat_cache *sc;	/* metadata lookups of this worker */
 	bool fd_install;	/* IORING_OP_FIXED_FD_INSTALL works (6.8+) */
@@ -317,7 +342,8 @@ struct uring_worker {
 	int fatal;	/* -errno that ends the loop */
 	/* SQEs handed out and CQEs taken that end one (each SQE here ends
 	 * in exactly one CQE without IORING_CQE_F_MORE: the stat cache's
-	 * multishot poll is the only one with more, no CQE_SKIP): unequal
+	 * multishot poll and connections' multishot recvs post more before
+	 * it, no CQE_SKIP): unequal
 	 * while the kernel may still write memory an SQE named. */
 	uint32_t sqes, cqes;
 };

@@ -21,10 +21,11 @@
 
 /*
  * A recv of `buf` (cap bytes), or, with buf NULL, of a provided buffer the
- * kernel picks when bytes arrive (so a waiting connection holds none).
+ * kernel picks when bytes arrive (so a waiting connection holds none);
+ * mshot: a multishot one on provided buffers (below).
  */
 static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
-		      size_t cap)
+		      size_t cap, bool mshot)
 {
 	struct uring_worker *uw = c->uw;
 
@@ -38,10 +39,178 @@ static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
 	uring_on_sock(c, sqe);
 	/* Never completed inline at submission, always by task work queued
 	 * after its bytes arrived: the inotify poll's CQE then comes first
-	 * (engine_uring.c, notify_arm()). */
+	 * (engine_uring.c, notify_arm()). A multishot recv posts each CQE
+	 * that way too. */
 	if (uw->notify.usable)
 		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
-	uring_track(c, sqe, ST_RECV, 0);
+	if (mshot) {
+		sqe->ioprio |= IORING_RECV_MULTISHOT;
+		uring_track(c, sqe, ST_MSHOT, 0);
+		c->ms = MS_COUNTED;
+	} else {
+		uring_track(c, sqe, ST_RECV, 0);
+	}
+}
+
+/*
+ * Keep-alive recvs are one multishot recv (6.0+) on the buffer ring,
+ * armed at a connection's second request and left armed: a request then
+ * costs no recv SQE and no poll arming, and a client's next request can
+ * arrive while its response's CQE is still to be handled. The core still
+ * asks for each recv; the multishot is counted in `pending` only while
+ * it does (MS_COUNTED), so that its next CQE completes that recv.
+ *
+ * Bytes that come while the core is not reading (a client pipelining
+ * during a response) wait in the connection's stash, and complete its
+ * next recv a turn later (never inside the core's call). Once the stash
+ * holds a provided buffer's worth (hw.in_min) the multishot is cancelled
+ * ("paused"), so that TCP holds the rest back, as it does for a single
+ * recv; it is armed again once the stash has gone to the core. Until the
+ * cancel takes effect the stash can grow only by what the kernel had
+ * taken in already. A close or a linger cancels it and waits for its
+ * end.
+ */
+
+/* Append to the stash; -ENOMEM when it cannot grow. */
+static int stash_add(struct uconn *c, const char *p, size_t n)
+{
+	if (!n)
+		return 0;
+	if (c->stash_off + c->stash_len + n > c->stash_cap) {
+		memmove(c->stash, c->stash + c->stash_off, c->stash_len);
+		c->stash_off = 0;
+	}
+	if (c->stash_len + n > c->stash_cap) {
+		size_t cap = c->stash_cap ? 2 * c->stash_cap : 4096;
+		char *q;
+
+		while (cap < c->stash_len + n)
+			cap *= 2;
+		q = realloc(c->stash, cap);
+		if (!q)
+			return -ENOMEM;
+		c->stash = q;
+		c->stash_cap = cap;
+	}
+	memcpy(c->stash + c->stash_off + c->stash_len, p, n);
+	c->stash_len += n;
+	return 0;
+}
+
+/* The stash's oldest bytes, at most cap, into buf; an empty stash goes. */
+static size_t stash_take(struct uconn *c, char *buf, size_t cap)
+{
+	size_t n = c->stash_len < cap ? c->stash_len : cap;
+
+	memcpy(buf, c->stash + c->stash_off, n);
+	c->stash_off += n;
+	c->stash_len -= n;
+	if (!c->stash_len) {
+		free(c->stash);
+		c->stash = NULL;
+		c->stash_off = c->stash_cap = 0;
+	}
+	return n;
+}
+
+/* Stop the multishot until the stash has been read (its end comes back
+ * -ECANCELED with ms_paused set). No SQ room: next time. */
+static void mshot_pause(struct uconn *c)
+{
+	struct io_uring_sqe *sqe = uring_sqe(c->uw, 1);
+
+	if (!sqe)
+		return;
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)c | ST_MSHOT, 0);
+	io_uring_sqe_set_data64(sqe, 0);
+	c->ms_paused = true;
+}
+
+/* A close or linger: cancel the armed multishot and count its end, in
+ * the SQE the caller made room for; returns the next one. */
+static struct io_uring_sqe *mshot_end(struct uconn *c, struct io_uring_sqe *sqe)
+{
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)c | ST_MSHOT, 0);
+	uring_track(c, sqe, ST_CANCEL, 0);
+	c->ms = MS_COUNTED;
+	c->pending++;
+	return uring_sqe_more(c->uw);
+}
+
+/* The core's recv completes with this CQE of the multishot: its bytes
+ * into the core's buffer (what does not fit waits in the stash), or how
+ * it ended; a pause's end is an -EAGAIN that arms it again. */
+static int mshot_deliver(struct uconn *c, const char *data, int res,
+			 bool pause_end)
+{
+	char *buf;
+	size_t cap, n;
+
+	if (res <= 0)
+		return pause_end && res == -ECANCELED && !c->cancel_sent ?
+			       -EAGAIN :
+			       res;
+	c->uw->core->rbuf(&c->h1, &buf, &cap);
+	n = (size_t)res < cap ? (size_t)res : cap;
+	if (!n || stash_add(c, data + n, (size_t)res - n))
+		return -ENOMEM;
+	memcpy(buf, data, n);
+	return (int)n;
+}
+
+/* Bytes, or an end, that came while the core was not reading: kept for
+ * its next recv. An end that only means "arm it again" is not kept. */
+static void mshot_keep(struct uconn *c, const char *data, int res,
+		       bool pause_end)
+{
+	if (res > 0) {
+		if (stash_add(c, data, (size_t)res)) {
+			c->ms_end = -ENOMEM;
+			c->ms_end_set = true;
+		} else if (c->ms == MS_ARMED && !c->ms_paused &&
+			   c->stash_len >= c->uw->hw.in_min) {
+			mshot_pause(c);
+		}
+		return;
+	}
+	if (res == -ENOBUFS || res == -EAGAIN || res == -EINTR ||
+	    (pause_end && res == -ECANCELED) || c->ms_end_set)
+		return;
+	c->ms_end = res;
+	c->ms_end_set = true;
+}
+
+/* A CQE of the multishot recv; returns whether it counts in `pending`:
+ * the one that completes the core's recv, or the end a close or linger
+ * waits for. */
+static bool mshot_cqe(struct uconn *c, int res, unsigned cflags)
+{
+	struct uring_worker *uw = c->uw;
+	bool ended = !(cflags & IORING_CQE_F_MORE);
+	bool counted = c->ms == MS_COUNTED && (c->state == CS_RECV || ended);
+	bool pause_end = ended && c->ms_paused;
+	const char *data = NULL;
+	unsigned bid = 0;
+
+	if (cflags & IORING_CQE_F_BUFFER) {
+		bid = cflags >> IORING_CQE_BUFFER_SHIFT;
+		data = uw->br_bufs + (size_t)bid * uw->br_size;
+	}
+	if (ended) {
+		c->ms = MS_OFF;
+		c->ms_paused = false;
+	} else if (counted) {
+		c->ms = MS_ARMED;
+	}
+	if (c->state == CS_LINGER || c->state == CS_CLOSING)
+		; /* nobody reads any more: the bytes go */
+	else if (counted)
+		c->res[ST_RECV] = mshot_deliver(c, data, res, pause_end);
+	else
+		mshot_keep(c, data, res, pause_end);
+	if (data)
+		uring_br_recycle(uw, bid);
+	return counted;
 }
 
 /*
@@ -71,24 +240,57 @@ static struct io_uring_sqe *prep_register(struct uconn *c,
 	return uring_sqe_more(uw);
 }
 
+/* The core's recv, from what the multishot left in the stash. */
+static void recv_stashed(struct uconn *c)
+{
+	int r;
+
+	if (c->stash_len) {
+		char *buf;
+		size_t cap;
+
+		c->uw->core->rbuf(&c->h1, &buf, &cap);
+		r = cap ? (int)stash_take(c, buf, cap) : -ENOMEM;
+	} else {
+		r = c->ms_end;
+		c->ms_end_set = false;
+	}
+	tw_cancel(&c->uw->tw, &c->timer);
+	c->state = CS_IDLE;
+	c->uw->core->received(&c->h1, r);
+}
+
 static void arm_recv(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
 	struct io_uring_sqe *sqe;
 	char *buf = NULL;
 	size_t cap = 0;
-	bool reg;
+	bool reg, mshot;
 
 	if (c->cancel_wanted) {
-		/* Cancelled while waiting for SQ room. */
+		/* Cancelled while waiting for SQ room or its turn. */
 		c->cancel_wanted = false;
 		c->state = CS_IDLE;
 		uw->core->received(&c->h1, -ECANCELED);
 		return;
 	}
+	if (c->stash_len || c->ms_end_set) {
+		recv_stashed(c);
+		return;
+	}
+	if (c->ms == MS_ARMED) {
+		/* Armed already: its next CQE completes this recv. */
+		uring_batch_begin(c);
+		c->state = CS_RECV;
+		c->ms = MS_COUNTED;
+		c->pending++;
+		return;
+	}
+	mshot = uw->mshot && !c->h1.fresh;
 	/* With bytes buffered (or no buffer ring) the core's buffer takes
 	 * the rest of the head. */
-	if (c->h1.in_len || !uw->br) {
+	if (!mshot && (c->h1.in_len || !uw->br)) {
 		uw->core->rbuf(&c->h1, &buf, &cap);
 		if (!cap) {
 			c->state = CS_IDLE;
@@ -108,7 +310,7 @@ static void arm_recv(struct uconn *c)
 	c->state = CS_RECV;
 	if (reg)
 		sqe = prep_register(c, sqe);
-	prep_recv(c, sqe, buf, cap);
+	prep_recv(c, sqe, buf, cap, mshot);
 }
 
 static void ur_recv(struct h1_conn *h, int64_t deadline_ms)
@@ -116,6 +318,13 @@ static void ur_recv(struct h1_conn *h, int64_t deadline_ms)
 	struct uconn *c = uconn_of(h);
 
 	tw_arm(&c->uw->tw, &c->timer, deadline_ms);
+	if (c->stash_len || c->ms_end_set) {
+		/* Completed from the stash, but not inside the core's call:
+		 * at the top of the next turn. */
+		c->state = CS_RECV;
+		uring_defer(c, arm_recv);
+		return;
+	}
 	arm_recv(c);
 }
 
@@ -168,6 +377,19 @@ static void recv_done(struct uconn *c)
 			return;
 		}
 	}
+	if (r == -EINVAL && (c->step_mask & (1u << ST_MSHOT)) && uw->mshot) {
+		/* Before 6.0 a recv cannot be multishot: single ones, then. */
+		if (!uw->mshot_warned)
+			log_msg(LOG_INFO,
+				"worker %u: no multishot recv on this kernel (Linux 6.0+); one recv per request",
+				uw->w->id);
+		uw->mshot_warned = true;
+		uw->mshot = false;
+		if (!uw->hw.stopping) {
+			arm_recv(c);
+			return;
+		}
+	}
 
 	if (r == -ENOBUFS && !uw->hw.stopping) {
 		/* Every provided buffer was taken this round; they come back
@@ -185,6 +407,13 @@ static void recv_done(struct uconn *c)
 	uw->core->received(&c->h1, r);
 }
 
+/* The recv in flight, as a cancel names it. */
+static uint64_t recv_data(const struct uconn *c)
+{
+	return (uint64_t)(uintptr_t)c |
+	       (c->ms == MS_COUNTED ? ST_MSHOT : ST_RECV);
+}
+
 static void ur_cancel(struct h1_conn *h)
 {
 	struct uconn *c = uconn_of(h);
@@ -192,8 +421,11 @@ static void ur_cancel(struct h1_conn *h)
 	struct io_uring_sqe *sqe;
 
 	if (c->is_deferred && c->retry == arm_recv) {
-		/* Not submitted yet: the retry completes it instead. */
-		c->cancel_wanted = true;
+		/* Not submitted yet: the retry completes it instead. With
+		 * bytes in the stash a request has begun: it is answered, as
+		 * one that races a cancel is. */
+		if (!c->stash_len)
+			c->cancel_wanted = true;
 		return;
 	}
 	if (c->state != CS_RECV || c->cancel_sent || !c->pending)
@@ -205,7 +437,7 @@ static void ur_cancel(struct h1_conn *h)
 		tw_arm(&uw->tw, &c->timer, uw->now_ms);
 		return;
 	}
-	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)c | ST_RECV, 0);
+	io_uring_prep_cancel64(sqe, recv_data(c), 0);
 	uring_track(c, sqe, ST_CANCEL, 0);
 	c->cancel_sent = true;
 }
@@ -241,8 +473,10 @@ static void close_sock(struct uconn *c)
 	bool in_table = !uw->fl->real_fds || c->sock_fixed >= 0;
 	bool shut_first = in_table && !c->shut;
 	bool unregister = c->sock_fixed >= 0;
+	bool end_ms = c->ms == MS_ARMED;
 	struct io_uring_sqe *sqe =
-		uring_sqe(uw, 1 + (shut_first ? 1 : 0) + (unregister ? 1 : 0));
+		uring_sqe(uw, 1 + (shut_first ? 1 : 0) + (unregister ? 1 : 0) +
+				      (end_ms ? 1 : 0));
 
 	if (!sqe) {
 		uring_defer(c, close_sock);
@@ -250,6 +484,8 @@ static void close_sock(struct uconn *c)
 	}
 	uring_batch_begin(c);
 	c->state = CS_CLOSING;
+	if (end_ms)
+		sqe = mshot_end(c, sqe);
 	if (shut_first)
 		sqe = prep_shutdown(c, sqe, SHUT_RDWR, IOSQE_IO_HARDLINK);
 	if (unregister) {
@@ -281,6 +517,7 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 	struct io_uring_sqe *sqe;
 	char *buf = NULL;
 	size_t cap = 0;
+	bool end_ms = c->ms == MS_ARMED;
 
 	/* The bytes are discarded: a provided buffer is enough, when
 	 * there is a buffer ring. */
@@ -292,7 +529,7 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 			return;
 		}
 	}
-	sqe = uring_sqe(uw, shutdown_first ? 2 : 1);
+	sqe = uring_sqe(uw, (shutdown_first ? 2 : 1) + (end_ms ? 1 : 0));
 	if (!sqe) {
 		/* Lingering is a courtesy: skip it when the SQ is full. */
 		c->state = CS_IDLE;
@@ -301,9 +538,12 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 	}
 	uring_batch_begin(c);
 	c->state = CS_LINGER;
+	/* Its own recv drains; the multishot would take bytes from it. */
+	if (end_ms)
+		sqe = mshot_end(c, sqe);
 	if (shutdown_first)
 		sqe = prep_shutdown(c, sqe, SHUT_WR, IOSQE_IO_LINK);
-	prep_recv(c, sqe, buf, cap);
+	prep_recv(c, sqe, buf, cap, false);
 	/* A lingering recv carries no request, so the freshness order
 	 * (prep_recv) does not need it polled first, and linked behind the
 	 * shutdown on `specific` in the 6.1 guest a polled-first recv ended
@@ -335,6 +575,8 @@ static void uconn_free(struct uconn *c)
 	struct uring_worker *uw = c->uw;
 
 	uring_close_sock_fds(c, true);
+	free(c->stash);
+	c->stash = NULL;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -388,10 +630,15 @@ static const struct h1_transport uring_transport = {
 
 static void conn_cqe(struct uconn *c, enum ustep st, int res, unsigned cflags)
 {
-	if (cflags & IORING_CQE_F_BUFFER)
-		res = take_provided(c, res, cflags);
-	if (st < ST_MAX && st != ST_CANCEL)
-		c->res[st] = res;
+	if (st == ST_MSHOT) {
+		if (!mshot_cqe(c, res, cflags))
+			return;
+	} else {
+		if (cflags & IORING_CQE_F_BUFFER)
+			res = take_provided(c, res, cflags);
+		if (st < ST_MAX && st != ST_CANCEL)
+			c->res[st] = res;
+	}
 	if (st == ST_CANCEL && (res == -ENOENT || res == -EALREADY) &&
 	    c->timed_out && c->pending > 1) {
 		/* The timer's cancel found nothing (the step completed on
@@ -458,7 +705,9 @@ static void conn_timeout(struct uconn *c)
 
 	if (!c->pending || c->cancel_sent)
 		return;
-	if (c->state == CS_RECV || c->state == CS_LINGER)
+	if (c->state == CS_RECV)
+		st = (enum ustep)(recv_data(c) & URING_STEP_MASK);
+	else if (c->state == CS_LINGER)
 		st = ST_RECV;
 	else if (c->state == CS_RESP)
 		st = resp_step_in_flight(c);

@@ -39,7 +39,7 @@ void wb_took(struct wait_batch *wb, unsigned asked, unsigned took,
 			wb->want *= 2;
 	} else if (asked > 1 && waited_us >= (int64_t)wb->min_us) {
 		/* Ran out: fewer clients could send than it asked for
-		 * (some were served the turn before and have no recv
+		 * (some were served the turn before and may have no recv
 		 * armed yet, or there are fewer than it thought). */
 		wb->ran_out_at = wb->want;
 		if (wb->want > 1)

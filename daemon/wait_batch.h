@@ -22,11 +22,13 @@
  * - a batched wait that ran out its batch_wait_us unfilled halves it,
  *   and the ask may not grow again for 1, 2, 4 ... WB_BACKOFF_MAX turns
  *   (doubling with each run-out) until a batched wait as large as the
- *   last that ran out fills. Clients served in one turn have no recv
- *   armed until their sends' CQEs are handled in the next, so a wait
- *   asking for them right after cannot fill: a few busy clients among
- *   many idle connections would otherwise wait out the min wait on
- *   every other request;
+ *   last that ran out fills. Clients served in one turn may have no
+ *   recv armed until their sends' CQEs are handled in the next (a first
+ *   request, or a kernel without multishot recv), so a wait asking for
+ *   them right after cannot fill; and clients served in uneven groups
+ *   leave some waits short: a few busy clients among many idle
+ *   connections would otherwise wait out the min wait on every other
+ *   request;
  * - at most one arrival per WB_CONNS_PER_ARRIVAL connections (none under
  *   16).
  * A batched wait adds the sends this turn submitted, whose CQEs mostly

@@ -160,6 +160,82 @@ def pipelined_behind_big_body(srv):
         check(c.closed_by_peer(), "not closed after Connection: close")
 
 
+def pipeline_during_response(srv, c, n, shut=False):
+    """On keep-alive connection c: GET /big.bin, and while its body is
+    held up by c's small receive buffer, n more requests (a header pads
+    them past a provided buffer's 4 KiB in all). Every response comes,
+    whole and in order. On the io_uring engines the requests arrive on
+    the multishot recv while the core is not reading: they wait in the
+    connection's stash, which pauses the recv once a buffer's worth
+    piled up. shut: the client's FIN follows its last request."""
+    want = files(srv)
+    c.send(build_request("GET", "/hello.txt"))
+    eq(c.read_response().body, want["/hello.txt"], "first request")
+    c.send(build_request("GET", "/big.bin"))
+    time.sleep(0.3)  # its body fills the socket buffers and stalls
+    paths = ["/hello.txt", "/style.css", "/index.html"]
+    reqs = b"".join(
+        build_request("GET", paths[i % 3], {"X-Pad": "p" * 100,
+                                            "X-Seq": str(i)})
+        for i in range(n - 1))
+    reqs += build_request("GET", paths[(n - 1) % 3])
+    check(len(reqs) > 4096, "pipeline of %d bytes" % len(reqs))
+    for i in range(0, len(reqs), 700):
+        c.send(reqs[i:i + 700])
+        time.sleep(0.01)
+    if shut:
+        c.sock.shutdown(orcdtest.socket.SHUT_WR)
+    r = c.read_response()
+    eq(r.status, 200, "big.bin")
+    check(r.body == want["/big.bin"], "big.bin body differs")
+    for i in range(n):
+        r = c.read_response()
+        check(r is not None, "closed before pipelined response %d" % i)
+        eq((r.status, r.body), (200, want[paths[i % 3]]),
+           "pipelined response %d" % i)
+
+
+@orcdtest.case
+def pipelined_during_a_response(srv):
+    with srv.conn(rcvbuf=8192) as c:
+        pipeline_during_response(srv, c, 40)
+        c.send(build_request("GET", "/style.css", {"Connection": "close"}))
+        eq(c.read_response().status, 200, "after the pipeline")
+        check(c.closed_by_peer(), "not closed after Connection: close")
+
+
+@orcdtest.case
+def pipelined_then_half_closed_during_a_response(srv):
+    # The client's FIN comes behind its requests while the server is
+    # busy: every request is answered, then the connection closes.
+    with srv.conn(rcvbuf=8192) as c:
+        pipeline_during_response(srv, c, 40, shut=True)
+        check(c.closed_by_peer(), "not closed after the client's FIN")
+
+
+@orcdtest.case
+def pipelining_while_busy_is_held_back(srv):
+    # A client that pipelines without end while its response is stalled
+    # is held back by TCP: orcd stops reading (it does not pile up what
+    # the client sends), so the client's send stalls too.
+    total = 32 << 20
+    with srv.conn(rcvbuf=8192) as c:
+        c.send(build_request("GET", "/hello.txt"))
+        eq(c.read_response().status, 200, "first request")
+        c.send(build_request("GET", "/big.bin"))
+        time.sleep(0.3)
+        chunk = build_request("GET", "/hello.txt") * 2000
+        c.sock.settimeout(0.5)
+        sent = 0
+        try:
+            while sent < total:
+                sent += c.sock.send(chunk)
+        except orcdtest.socket.timeout:
+            pass
+        check(sent < total, "orcd took in all %d MiB pipelined behind a "
+              "stalled response" % (total >> 20))
+
+
 @orcdtest.case
 def pipelined_byte_by_byte(srv):
     # Requests split at every byte still parse (no assumption that a
