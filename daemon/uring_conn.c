@@ -32,7 +32,10 @@ static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
 	if (buf) {
 		io_uring_prep_recv(sqe, c->sock, buf, cap, 0);
 	} else {
-		io_uring_prep_recv(sqe, c->sock, NULL, uw->br_size, 0);
+		/* A multishot RECV with a length is -EINVAL on 6.1:
+		 * it takes the provided buffer's. */
+		io_uring_prep_recv(sqe, c->sock, NULL, mshot ? 0 : uw->br_size,
+				   0);
 		sqe->flags |= IOSQE_BUFFER_SELECT;
 		sqe->buf_group = URING_BGID;
 	}
@@ -377,8 +380,10 @@ static void recv_done(struct uconn *c)
 			return;
 		}
 	}
-	if (r == -EINVAL && (c->step_mask & (1u << ST_MSHOT)) && uw->mshot) {
-		/* Before 6.0 a recv cannot be multishot: single ones, then. */
+	if (r == -EINVAL && (c->step_mask & (1u << ST_MSHOT))) {
+		/* Before 6.0 a recv cannot be multishot: single ones, then,
+		 * for this one and every other refused before this was
+		 * known. */
 		if (!uw->mshot_warned)
 			log_msg(LOG_INFO,
 				"worker %u: no multishot recv on this kernel (Linux 6.0+); one recv per request",
