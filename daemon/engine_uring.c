@@ -591,6 +591,8 @@ static void expire_timers(struct uring_worker *uw)
 /* IORING_FEAT_MIN_TIMEOUT and the getevents field it reads (6.12) are
  * newer than Debian 12's liburing, which calls that field `pad`. */
 #define ORCD_IORING_FEAT_MIN_TIMEOUT (1U << 15)
+/* And IORING_FEAT_RW_ATTR (6.14), which it lacks too. */
+#define ORCD_IORING_FEAT_RW_ATTR     (1U << 16)
 
 /*
  * Submit what is queued and wait for `nr` CQEs, at most `ts`; with
@@ -909,8 +911,15 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 			w->cfg->batch_wait_us);
 	uring_br_setup(uw);
 	uw->hw.in_min = uw->br ? uw->br_size : 0;
-	/* ORCD_URING_NO_MSHOT: tests and benches of the single-shot path. */
-	uw->mshot = uw->br && !getenv("ORCD_URING_NO_MSHOT");
+	/* A multishot recv stays armed for a keep-alive connection's life.
+	 * On a fixed file before 6.13 it would hold the ring's resource node
+	 * that long, and with it every file-table entry removed after it
+	 * (each response file's close_direct): kernels since then free
+	 * entries one by one. IORING_FEAT_RW_ATTR (6.14) is the first
+	 * feature flag after that. ORCD_URING_NO_MSHOT: tests and benches
+	 * of single recvs. */
+	uw->mshot = uw->br && (uw->ring.features & ORCD_IORING_FEAT_RW_ATTR) &&
+		    !getenv("ORCD_URING_NO_MSHOT");
 	/* Task work in queue order, in this thread only: see notify_arm(). */
 	uw->notify.usable = uw->ring.flags & IORING_SETUP_DEFER_TASKRUN;
 	uw->fd_install = fl == &uring_flavor_direct &&

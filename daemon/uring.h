@@ -154,7 +154,8 @@ struct uconn {
 	/* A keep-alive connection's multishot recv (uring_conn.c): off,
 	 * armed, or armed and counted in `pending` (the core waits on it,
 	 * or a close or linger waits for its end); paused: a cancel of it
-	 * is in flight because bytes piled up in the stash. */
+	 * is in flight whose end only means "arm it again" (bytes piled up
+	 * in the stash, or bytes beat the timer's or a shed's cancel). */
 	uint8_t ms;
 	bool ms_paused;
 	/* Bytes it brought while the core was not reading (a pipelining
@@ -316,8 +317,9 @@ struct uring_worker {
 	struct io_uring_buf_ring *br;
 	char *br_bufs;
 	unsigned br_n, br_size;
-	/* Keep-alive recvs are multishot on the buffer ring (6.0+; cleared
-	 * when the kernel refuses one), and whether that was said. */
+	/* Keep-alive recvs are multishot on the buffer ring (6.14+, see
+	 * uring_run(); cleared when the kernel refuses one), and whether
+	 * that was said. */
 	bool mshot;
 	bool mshot_warned;
 	struct uconn *deferred; /* waiting for SQ room (via next) */

@@ -56,7 +56,8 @@ static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
 }
 
 /*
- * Keep-alive recvs are one multishot recv (6.0+) on the buffer ring,
+ * Keep-alive recvs are one multishot recv on the buffer ring (where the
+ * kernel frees file-table entries one by one: uring_worker.mshot),
  * armed at a connection's second request and left armed: a request then
  * costs no recv SQE and no poll arming, and a client's next request can
  * arrive while its response's CQE is still to be handled. The core still
@@ -166,6 +167,13 @@ static int mshot_deliver(struct uconn *c, const char *data, int res,
 static void mshot_keep(struct uconn *c, const char *data, int res,
 		       bool pause_end)
 {
+	if (c->ms_end_set) {
+		/* Bytes behind an end (a stash that could not grow) would
+		 * leave a hole: they go, and the recv stops. */
+		if (res > 0 && c->ms == MS_ARMED && !c->ms_paused)
+			mshot_pause(c);
+		return;
+	}
 	if (res > 0) {
 		if (stash_add(c, data, (size_t)res)) {
 			c->ms_end = -ENOMEM;
@@ -177,7 +185,7 @@ static void mshot_keep(struct uconn *c, const char *data, int res,
 		return;
 	}
 	if (res == -ENOBUFS || res == -EAGAIN || res == -EINTR ||
-	    (pause_end && res == -ECANCELED) || c->ms_end_set)
+	    (pause_end && res == -ECANCELED))
 		return;
 	c->ms_end = res;
 	c->ms_end_set = true;
@@ -204,6 +212,11 @@ static bool mshot_cqe(struct uconn *c, int res, unsigned cflags)
 		c->ms_paused = false;
 	} else if (counted) {
 		c->ms = MS_ARMED;
+		/* Bytes that beat a cancel (the idle timer's, a shed's) are
+		 * answered, as a single recv's would be; the cancel's end
+		 * then only means "arm it again", as a pause's does. */
+		if (c->cancel_sent)
+			c->ms_paused = true;
 	}
 	if (c->state == CS_LINGER || c->state == CS_CLOSING)
 		; /* nobody reads any more: the bytes go */
@@ -381,29 +394,33 @@ static void recv_done(struct uconn *c)
 		}
 	}
 	if (r == -EINVAL && (c->step_mask & (1u << ST_MSHOT))) {
-		/* Before 6.0 a recv cannot be multishot: single ones, then,
-		 * for this one and every other refused before this was
-		 * known. */
+		/* Refused (it is armed only where the kernel has had it for
+		 * years, so a filter or a custom kernel): single recvs, for
+		 * this one and every other refused before this was known. */
 		if (!uw->mshot_warned)
-			log_msg(LOG_INFO,
-				"worker %u: no multishot recv on this kernel (Linux 6.0+); one recv per request",
-				uw->w->id);
+			log_msg(LOG_WARNING,
+				"worker %u: multishot recv refused (%s); one recv per request",
+				uw->w->id, strerror(EINVAL));
 		uw->mshot_warned = true;
 		uw->mshot = false;
 		if (!uw->hw.stopping) {
+			tw_arm(&uw->tw, &c->timer, c->timer.deadline);
 			arm_recv(c);
 			return;
 		}
 	}
 
-	if (r == -ENOBUFS && !uw->hw.stopping) {
-		/* Every provided buffer was taken this round; they come back
-		 * as their CQEs are handled, so try again next iteration. */
-		uring_defer(c, arm_recv);
-		return;
-	}
-	if ((r == -EAGAIN || r == -EINTR) && !uw->hw.stopping) {
-		arm_recv(c);
+	if ((r == -ENOBUFS || r == -EAGAIN || r == -EINTR) &&
+	    !uw->hw.stopping) {
+		/* Again, under the deadline it had (the last CQE cancelled
+		 * the timer). -ENOBUFS: every provided buffer was taken this
+		 * round; they come back as their CQEs are handled, so next
+		 * iteration. */
+		tw_arm(&uw->tw, &c->timer, c->timer.deadline);
+		if (r == -ENOBUFS)
+			uring_defer(c, arm_recv);
+		else
+			arm_recv(c);
 		return;
 	}
 	if (r == -ECANCELED && c->timed_out)

@@ -169,16 +169,16 @@ def pipeline_during_response(srv, c, n, shut=False):
     connection's stash, which pauses the recv once a buffer's worth
     piled up. shut: the client's FIN follows its last request."""
     want = files(srv)
+    data = want["/data.bin"]
     c.send(build_request("GET", "/hello.txt"))
     eq(c.read_response().body, want["/hello.txt"], "first request")
     c.send(build_request("GET", "/big.bin"))
     time.sleep(0.3)  # its body fills the socket buffers and stalls
-    paths = ["/hello.txt", "/style.css", "/index.html"]
+    # Each asks for other bytes of data.bin: the order is checked.
     reqs = b"".join(
-        build_request("GET", paths[i % 3], {"X-Pad": "p" * 100,
-                                            "X-Seq": str(i)})
-        for i in range(n - 1))
-    reqs += build_request("GET", paths[(n - 1) % 3])
+        build_request("GET", "/data.bin",
+                      {"Range": "bytes=%d-%d" % (i, i + 9), "X-Pad": "p" * 100})
+        for i in range(n))
     check(len(reqs) > 4096, "pipeline of %d bytes" % len(reqs))
     for i in range(0, len(reqs), 700):
         c.send(reqs[i:i + 700])
@@ -191,7 +191,7 @@ def pipeline_during_response(srv, c, n, shut=False):
     for i in range(n):
         r = c.read_response()
         check(r is not None, "closed before pipelined response %d" % i)
-        eq((r.status, r.body), (200, want[paths[i % 3]]),
+        eq((r.status, r.body), (206, data[i:i + 10]),
            "pipelined response %d" % i)
 
 
@@ -217,7 +217,11 @@ def pipelined_then_half_closed_during_a_response(srv):
 def pipelining_while_busy_is_held_back(srv):
     # A client that pipelines without end while its response is stalled
     # is held back by TCP: orcd stops reading (it does not pile up what
-    # the client sends), so the client's send stalls too.
+    # the client sends), so the client's send stalls too. Loopback's
+    # socket buffers take in a few MiB.
+    if srv.forwarded:
+        raise orcdtest.Skip("QEMU's forwarder takes in what either side "
+                            "sends")
     total = 32 << 20
     with srv.conn(rcvbuf=8192) as c:
         c.send(build_request("GET", "/hello.txt"))
@@ -230,8 +234,8 @@ def pipelining_while_busy_is_held_back(srv):
         try:
             while sent < total:
                 sent += c.sock.send(chunk)
-        except orcdtest.socket.timeout:
-            pass
+        except (orcdtest.socket.timeout, ConnectionError):
+            pass  # held back; or send_timeout closed the stalled response
         check(sent < total, "orcd took in all %d MiB pipelined behind a "
               "stalled response" % (total >> 20))
 
