@@ -7,8 +7,6 @@
  * and gives the same answer for every time_t on every host.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "http_cond.h"
@@ -273,15 +271,39 @@ int http_date_parse(struct http_str s, time_t *out)
 	return date_parse_at(s, time(NULL), out);
 }
 
+/* v in lower-case hex, no leading zeros, at p; returns the end. */
+static char *hex(char *p, uint64_t v)
+{
+	char digits[16];
+	int n = 0;
+
+	do {
+		digits[n++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	while (n)
+		*p++ = digits[--n];
+	return p;
+}
+
+/* Every response of a file carries one: by hand, since snprintf's
+ * format parsing was 1 % of a 16 KiB request's CPU (perf). */
 void http_etag_make(uint64_t ino, uint64_t size, int64_t mtime_sec,
 		    long mtime_nsec, char *out)
 {
 	/* Unsigned arithmetic: a pre-1970 mtime wraps instead of being
 	 * undefined, and still gives a distinct tag. */
 	uint64_t ns = (uint64_t)mtime_sec * 1000000000u + (uint64_t)mtime_nsec;
+	char *p = out;
 
-	snprintf(out, HTTP_ETAG_MAX, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"",
-		 ns, size, ino);
+	*p++ = '"';
+	p = hex(p, ns);
+	*p++ = '-';
+	p = hex(p, size);
+	*p++ = '-';
+	p = hex(p, ino);
+	*p++ = '"';
+	*p = '\0';
 }
 
 static bool is_ows(char c)

@@ -203,6 +203,10 @@ static void test_etag_make(void **state)
 	assert_string_not_equal(out, other);
 	http_etag_make(0x1234, 0x11, 1, 5, other);
 	assert_string_not_equal(out, other);
+	http_etag_make(0, 0, 0, 0, other);
+	assert_string_equal(other, "\"0-0-0\"");
+	http_etag_make(0xabcdef, 0x100, 0, 255, other);
+	assert_string_equal(other, "\"ff-100-abcdef\"");
 	/* The longest tag fits the buffer the header promises is enough. */
 	http_etag_make(UINT64_MAX, UINT64_MAX, INT64_MAX / 1000000000,
 		       999999999, out);
