@@ -366,6 +366,16 @@ static int take_provided(struct uconn *c, int res, unsigned cflags)
 	return res;
 }
 
+/* Whether a recv that must go again may: not once the server stops,
+ * unless a head has begun (the core reads it to its end: read_more()),
+ * and not past the drain's bound. */
+static bool may_rearm(const struct uconn *c)
+{
+	const struct uring_worker *uw = c->uw;
+
+	return !uw->hw.stopping || (c->h1.in_len && !uw->hw.drain_expired);
+}
+
 static void recv_done(struct uconn *c)
 {
 	struct uring_worker *uw = c->uw;
@@ -387,7 +397,7 @@ static void recv_done(struct uconn *c)
 		uw->register_warned = true;
 		c->sock_fixed = -1;
 		c->reg_failed = true;
-		if (r == -EBADF && !uw->hw.stopping) {
+		if (r == -EBADF && may_rearm(c)) {
 			tw_arm(&uw->tw, &c->timer, c->timer.deadline);
 			arm_recv(c);
 			return;
@@ -403,15 +413,14 @@ static void recv_done(struct uconn *c)
 				uw->w->id, strerror(EINVAL));
 		uw->mshot_warned = true;
 		uw->mshot = false;
-		if (!uw->hw.stopping) {
+		if (may_rearm(c)) {
 			tw_arm(&uw->tw, &c->timer, c->timer.deadline);
 			arm_recv(c);
 			return;
 		}
 	}
 
-	if ((r == -ENOBUFS || r == -EAGAIN || r == -EINTR) &&
-	    !uw->hw.stopping) {
+	if ((r == -ENOBUFS || r == -EAGAIN || r == -EINTR) && may_rearm(c)) {
 		/* Again, under the deadline it had (the last CQE cancelled
 		 * the timer). -ENOBUFS: every provided buffer was taken this
 		 * round; they come back as their CQEs are handled, so next

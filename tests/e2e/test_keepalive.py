@@ -164,10 +164,11 @@ def pipeline_during_response(srv, c, n, shut=False):
     """On keep-alive connection c: GET /big.bin, and while its body is
     held up by c's small receive buffer, n more requests (a header pads
     them past a provided buffer's 4 KiB in all). Every response comes,
-    whole and in order. On the io_uring engines the requests arrive on
-    the multishot recv while the core is not reading: they wait in the
-    connection's stash, which pauses the recv once a buffer's worth
-    piled up. shut: the client's FIN follows its last request."""
+    whole and in order. On the io_uring engines with a multishot recv
+    (Linux 6.14+) the requests arrive while the core is not reading:
+    they wait in the connection's stash, which pauses the recv once a
+    buffer's worth piled up. shut: the client's FIN follows its last
+    request."""
     want = files(srv)
     data = want["/data.bin"]
     c.send(build_request("GET", "/hello.txt"))
@@ -182,7 +183,7 @@ def pipeline_during_response(srv, c, n, shut=False):
     check(len(reqs) > 4096, "pipeline of %d bytes" % len(reqs))
     for i in range(0, len(reqs), 700):
         c.send(reqs[i:i + 700])
-        time.sleep(0.01)
+        time.sleep(0.003)
     if shut:
         c.sock.shutdown(orcdtest.socket.SHUT_WR)
     r = c.read_response()
