@@ -80,7 +80,7 @@ static int stash_add(struct uconn *c, const char *p, size_t n)
 {
 	if (!n)
 		return 0;
-	if (c->stash_off + c->stash_len + n > c->stash_cap) {
+	if (c->stash_off && c->stash_off + c->stash_len + n > c->stash_cap) {
 		memmove(c->stash, c->stash + c->stash_off, c->stash_len);
 		c->stash_off = 0;
 	}
