@@ -117,6 +117,14 @@ static size_t stash_take(struct uconn *c, char *buf, size_t cap)
 	return n;
 }
 
+/* Cancel c's op in step st, counted in pending (its CQE is ST_CANCEL). */
+static void prep_cancel(struct uconn *c, struct io_uring_sqe *sqe,
+			enum ustep st)
+{
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)c | st, 0);
+	uring_track(c, sqe, ST_CANCEL, 0);
+}
+
 /* Stop the multishot until the stash has been read (its end comes back
  * -ECANCELED with ms_paused set). No SQ room: next time. */
 static void mshot_pause(struct uconn *c)
@@ -134,8 +142,7 @@ static void mshot_pause(struct uconn *c)
  * the SQE the caller made room for; returns the next one. */
 static struct io_uring_sqe *mshot_end(struct uconn *c, struct io_uring_sqe *sqe)
 {
-	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)c | ST_MSHOT, 0);
-	uring_track(c, sqe, ST_CANCEL, 0);
+	prep_cancel(c, sqe, ST_MSHOT);
 	c->ms = MS_COUNTED;
 	c->pending++;
 	return uring_sqe_more(c->uw);
@@ -438,11 +445,10 @@ static void recv_done(struct uconn *c)
 	uw->core->received(&c->h1, r);
 }
 
-/* The recv in flight, as a cancel names it. */
-static uint64_t recv_data(const struct uconn *c)
+/* The step of the recv in flight, as a cancel names it. */
+static enum ustep recv_step(const struct uconn *c)
 {
-	return (uint64_t)(uintptr_t)c |
-	       (c->ms == MS_COUNTED ? ST_MSHOT : ST_RECV);
+	return c->ms == MS_COUNTED ? ST_MSHOT : ST_RECV;
 }
 
 static void ur_cancel(struct h1_conn *h)
@@ -468,8 +474,7 @@ static void ur_cancel(struct h1_conn *h)
 		tw_arm(&uw->tw, &c->timer, uw->now_ms);
 		return;
 	}
-	io_uring_prep_cancel64(sqe, recv_data(c), 0);
-	uring_track(c, sqe, ST_CANCEL, 0);
+	prep_cancel(c, sqe, recv_step(c));
 	c->cancel_sent = true;
 }
 
@@ -737,7 +742,7 @@ static void conn_timeout(struct uconn *c)
 	if (!c->pending || c->cancel_sent)
 		return;
 	if (c->state == CS_RECV)
-		st = (enum ustep)(recv_data(c) & URING_STEP_MASK);
+		st = recv_step(c);
 	else if (c->state == CS_LINGER)
 		st = ST_RECV;
 	else if (c->state == CS_RESP)
@@ -749,8 +754,7 @@ static void conn_timeout(struct uconn *c)
 		tw_arm(&uw->tw, &c->timer, uw->now_ms + TW_RES_MS);
 		return;
 	}
-	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)c | st, 0);
-	uring_track(c, sqe, ST_CANCEL, 0);
+	prep_cancel(c, sqe, st);
 	c->cancel_sent = true;
 	c->timed_out = true;
 }
