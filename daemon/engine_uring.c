@@ -345,6 +345,10 @@ static void begin_stop(struct uring_worker *uw)
 	struct io_uring_sqe *sqe;
 
 	uw->hw.stopping = true;
+	if (server_spare_fresh(uw->w))
+		log_msg(LOG_INFO,
+			"worker %u: replaced by a reload; stopped accepting, %u connections drain",
+			uw->w->id, uw->n_conns);
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		struct uacceptor *a = &uw->acc[i];
 

@@ -421,7 +421,10 @@ static uint64_t *heartbeats(const struct orcd_worker *ws, unsigned n)
  * twice since its wake (the stop, then the cancels' completions), at most
  * 2s. Connections meanwhile wait in the backlog and the new accepts take
  * them at once. epoll's level-triggered readiness has no such hole, so
- * there the new generation starts first.
+ * there the new generation starts first, and the wait only comes before
+ * "configuration reloaded": a client that sees the reload logged knows
+ * no old worker will take its next connection (and then close it as
+ * idle once its first response went out, on every engine).
  */
 static void wait_turns(const struct orcd_worker *ws, unsigned n,
 		       const uint64_t *since)
@@ -522,7 +525,13 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 	if (!e) {
 		started = start_workers(s, ws, n, c);
 		if (started == n) {
+			uint64_t *turns = heartbeats(s->workers, n);
+
+			/* Logged as reloaded once the old ones stopped
+			 * accepting (see wait_turns). */
 			retire(s, s->workers, n, g);
+			wait_turns(g->workers, n, turns);
+			free(turns);
 			s->workers = ws;
 			return 0;
 		}

@@ -165,6 +165,39 @@ def add_then_remove_an_address():
 
 
 @orcdtest.case
+def reload_logged_after_the_old_workers_stopped_accepting():
+    # A client that has seen the reload logged must not have its next
+    # connection taken by a retiring worker, which closes it once its
+    # first response is out: the client's second request would go
+    # unanswered (the soak's "closed unanswered" on epoll). Each swap's
+    # log has every old worker's line before "configuration reloaded".
+    stopped = "replaced by a reload; stopped accepting"
+    with Server() as srv:
+        a = srv.port
+        for i in range(6):
+            ports = [a] if i % 2 else [a, orcdtest.free_port()]
+            set_listen(srv, ports)
+            before = len(srv.stderr_text())
+            reloads(srv, n_reloads(srv))
+            text = srv.stderr_text()[before:]
+            done = text.index("configuration reloaded")
+            eq(text.count(stopped, 0, done), 2,
+               "old workers' lines before the reload's (swap %d): %s"
+               % (i, text))
+            with orcdtest.Conn(("127.0.0.1", a), timeout=5) as c:
+                for k in range(2):
+                    c.send(build_request("GET", "/hello.txt"))
+                    r = c.read_response()
+                    check(r is not None and r.body == HELLO,
+                          "request %d after swap %d: %r" % (k, i, r))
+            wait_until(lambda: srv.stderr_text().count(
+                "previous listen addresses finished") == i + 1, 15,
+                "the old workers of swap %d to finish" % i)
+        fds_back(srv)
+        srv.stop()
+
+
+@orcdtest.case
 def download_survives_the_swap():
     with Server() as srv:
         with open(srv.path("big.bin"), "rb") as f:

@@ -152,6 +152,9 @@ EXPLAINED = [
         r"the previous ones drain$")),
     ("listen swap", re.compile(
         r"^<6>orcd: workers of the previous listen addresses finished$")),
+    ("listen swap", re.compile(
+        r"^<6>orcd: worker \d+: replaced by a reload; stopped accepting, "
+        r"\d+ connections drain$")),
     ("stop", re.compile(r"^<5>orcd: (stopping: draining in-flight "
                         r"responses|stopped)$")),
 ]
