@@ -148,9 +148,11 @@ struct uconn {
 	bool timed_out; /* its timer fired during this batch */
 	bool file_open; /* open succeeded, close not completed */
 	bool cancel_sent;
-	bool cancel_wanted; /* a deferred recv was cancelled */
 	bool shut;	    /* a shutdown of the socket was submitted */
 	bool reg_failed;    /* specific: registering the socket failed */
+	/* A recv deferred for SQ room ends with this when it goes
+	 * (-ECANCELED: cancelled; -ETIMEDOUT: its deadline passed); 0. */
+	int deferred_end;
 	/* A keep-alive connection's multishot recv (uring_conn.c): off,
 	 * armed, or armed and counted in `pending` (the core waits on it,
 	 * or a close or linger waits for its end); paused: a cancel of it

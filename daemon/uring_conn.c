@@ -291,11 +291,14 @@ static void arm_recv(struct uconn *c)
 	size_t cap = 0;
 	bool reg, mshot;
 
-	if (c->cancel_wanted) {
-		/* Cancelled while waiting for SQ room or its turn. */
-		c->cancel_wanted = false;
+	if (c->deferred_end) {
+		/* Cancelled, or timed out, while waiting for SQ room or
+		 * its turn. */
+		int r = c->deferred_end;
+
+		c->deferred_end = 0;
 		c->state = CS_IDLE;
-		uw->core->received(&c->h1, -ECANCELED);
+		uw->core->received(&c->h1, r);
 		return;
 	}
 	if (c->stash_len || c->ms_end_set) {
@@ -461,8 +464,8 @@ static void ur_cancel(struct h1_conn *h)
 		/* Not submitted yet: the retry completes it instead. With
 		 * bytes in the stash a request has begun: it is answered, as
 		 * one that races a cancel is. */
-		if (!c->stash_len)
-			c->cancel_wanted = true;
+		if (!c->stash_len && !c->deferred_end)
+			c->deferred_end = -ECANCELED;
 		return;
 	}
 	if (c->state != CS_RECV || c->cancel_sent || !c->pending)
@@ -739,6 +742,14 @@ static void conn_timeout(struct uconn *c)
 	struct io_uring_sqe *sqe;
 	enum ustep st;
 
+	if (!c->pending && c->is_deferred && c->retry == arm_recv &&
+	    !c->stash_len) {
+		/* Still waiting for SQ room (run_deferred found none this
+		 * turn either): no recv is in flight to cancel, and its
+		 * timer is spent. It ends as timed out when it goes. */
+		c->deferred_end = -ETIMEDOUT;
+		return;
+	}
 	if (!c->pending || c->cancel_sent)
 		return;
 	if (c->state == CS_RECV)
