@@ -97,8 +97,7 @@ struct ep_worker {
 	ev_io wake_io;
 	ev_timer accept_retry;
 	ev_timer drain_timer;
-	ev_prepare turn; /* each turn bumps the heartbeat (server.h) */
-	ev_timer tick;   /* so that an idle loop turns once a second */
+	ev_timer heartbeat; /* proves the loop turns, for the watchdog */
 	ev_idle received_w; /* fed, never started: see on_received() */
 	/* OP_RECEIVED, via next_received: bytes the cache has not been
 	 * marked for yet, and bytes it has. */
@@ -729,22 +728,13 @@ static void on_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 	ev_break(loop, EVBREAK_ONE);
 }
 
-/* Before each wait: the watchdog, and a reload that retires this
- * worker, count the loop's turns (wait_turns() in server.c). */
-static void on_turn(struct ev_loop *loop, ev_prepare *p, int revents)
+static void on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 {
-	struct ep_worker *ew = p->data;
+	struct ep_worker *ew = t->data;
 
 	(void)loop;
 	(void)revents;
 	server_heartbeat(ew->w);
-}
-
-static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	(void)loop;
-	(void)t;
-	(void)revents;
 }
 
 static void begin_stop(struct ep_worker *ew)
@@ -753,10 +743,7 @@ static void begin_stop(struct ep_worker *ew)
 
 	ew->hw.stopping = true;
 	accept_set(ew, false);
-	if (server_spare_fresh(ew->w))
-		log_msg(LOG_INFO,
-			"worker %u: replaced by a reload; stopped accepting, %u connections drain",
-			ew->w->id, ew->n_conns);
+	server_accepts_gone(ew->w);
 	ev_timer_stop(ew->loop, &ew->accept_retry);
 	ev_io_stop(ew->loop, &ew->wake_io);
 	/* Connections waiting for a request go; busy ones finish their
@@ -843,11 +830,9 @@ static int epoll_run(struct orcd_worker *w)
 	ev_idle_init(&ew.received_w, on_received);
 	ev_set_priority(&ew.received_w, EV_MINPRI);
 	ew.received_w.data = &ew;
-	ev_prepare_init(&ew.turn, on_turn);
-	ew.turn.data = &ew;
-	ev_prepare_start(ew.loop, &ew.turn);
-	ev_timer_init(&ew.tick, on_tick, 1., 1.);
-	ev_timer_start(ew.loop, &ew.tick);
+	ev_timer_init(&ew.heartbeat, on_heartbeat, 0., 1.);
+	ew.heartbeat.data = &ew;
+	ev_timer_start(ew.loop, &ew.heartbeat);
 	accept_set(&ew, true);
 	if (server_stopping(w))
 		begin_stop(&ew);

@@ -345,10 +345,6 @@ static void begin_stop(struct uring_worker *uw)
 	struct io_uring_sqe *sqe;
 
 	uw->hw.stopping = true;
-	if (server_spare_fresh(uw->w))
-		log_msg(LOG_INFO,
-			"worker %u: replaced by a reload; stopped accepting, %u connections drain",
-			uw->w->id, uw->n_conns);
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		struct uacceptor *a = &uw->acc[i];
 
@@ -669,9 +665,15 @@ static int uring_loop(struct uring_worker *uw)
 		notify_arm(uw);
 		if (uw->fatal)
 			return uw->fatal;
-		if (uw->hw.stopping && !uw->n_conns && !uw->acc_armed &&
-		    !uw->lpoll_armed)
-			return 0;
+		if (uw->hw.stopping && !uw->acc_armed && !uw->lpoll_armed) {
+			/* The stop's cancels of them have all come back. */
+			if (!uw->accepts_gone) {
+				uw->accepts_gone = true;
+				server_accepts_gone(uw->w);
+			}
+			if (!uw->n_conns)
+				return 0;
+		}
 		if (uw->hw.drain_expired) {
 			if (!unwind_deadline)
 				unwind_deadline = mono_ms() + UNWIND_MS;

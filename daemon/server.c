@@ -401,47 +401,45 @@ static uint64_t mono_usec(void)
 	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
-static uint64_t *heartbeats(const struct orcd_worker *ws, unsigned n)
-{
-	uint64_t *hb = calloc(n, sizeof(*hb));
-	unsigned k;
-
-	for (k = 0; hb && k < n; k++)
-		hb[k] = atomic_load(&ws[k].heartbeat);
-	return hb;
-}
-
 /*
  * io_uring accepts wait exclusively: a new connection wakes one waiting
  * accept, and when that accept is being cancelled by a retiring worker the
  * connection stays queued on the socket the generations share, with no
  * one woken (seen as Recv-Q > 0 on an idle worker's socket). So with the
  * io_uring engines the old generation's accepts must be gone before the
- * new one arms its own: wait until each retiring worker's loop has turned
- * twice since its wake (the stop, then the cancels' completions), at most
- * 2s. Connections meanwhile wait in the backlog and the new accepts take
- * them at once. epoll's level-triggered readiness has no such hole, so
- * there the new generation starts first, and the wait only comes before
- * "configuration reloaded": a client that sees the reload logged knows
- * no old worker will take its next connection (and then close it as
- * idle once its first response went out, on every engine).
+ * new one arms its own. epoll's level-triggered readiness has no such
+ * hole, so there the new generation starts first. On every engine the
+ * reload is logged only after this wait: a client that sees "configuration
+ * reloaded" knows no retiring worker takes its next connection (and
+ * closes it as idle after one response). Waits until each worker said
+ * server_accepts_gone() or ended, at most 2s; connections meanwhile wait
+ * in the backlog.
  */
-static void wait_turns(const struct orcd_worker *ws, unsigned n,
-		       const uint64_t *since)
+static void wait_accepts_gone(const struct orcd_worker *ws, unsigned n)
 {
 	uint64_t deadline = mono_usec() + 2000000;
 	struct timespec ms = { 0, 1000000 };
 	unsigned k;
 
-	while (since && mono_usec() < deadline) {
+	while (mono_usec() < deadline) {
 		for (k = 0; k < n; k++)
 			if (!atomic_load(&ws[k].done) &&
-			    atomic_load(&ws[k].heartbeat) < since[k] + 2)
+			    !atomic_load(&ws[k].accepts_gone))
 				break;
 		if (k == n)
 			return;
 		nanosleep(&ms, NULL);
 	}
+}
+
+void server_accepts_gone(struct orcd_worker *w)
+{
+	if (atomic_exchange(&w->accepts_gone, true))
+		return;
+	if (server_spare_fresh(w))
+		log_msg(LOG_INFO,
+			"worker %u: retired by a reload; accepts no more connections",
+			w->id);
 }
 
 static bool same_listen(const struct orcd_listen *a,
@@ -504,12 +502,9 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 		}
 	}
 	if (!e && s->engine->kind != ORCD_ENGINE_EPOLL) {
-		uint64_t *turns = heartbeats(s->workers, n);
-
-		/* io_uring: the old accepts go first (see wait_turns). */
+		/* io_uring: the old accepts go first. */
 		retire(s, s->workers, n, g);
-		wait_turns(g->workers, n, turns);
-		free(turns);
+		wait_accepts_gone(g->workers, n);
 		started = start_workers(s, ws, n, c);
 		s->workers = ws;
 		s->n_workers = started;
@@ -525,13 +520,8 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 	if (!e) {
 		started = start_workers(s, ws, n, c);
 		if (started == n) {
-			uint64_t *turns = heartbeats(s->workers, n);
-
-			/* Logged as reloaded once the old ones stopped
-			 * accepting (see wait_turns). */
 			retire(s, s->workers, n, g);
-			wait_turns(g->workers, n, turns);
-			free(turns);
+			wait_accepts_gone(g->workers, n);
 			s->workers = ws;
 			return 0;
 		}

@@ -77,9 +77,9 @@ struct orcd_worker {
 	 * engines reach it only through this pointer. */
 	const struct h1_core *core;
 	struct orcd_stats stats;
-	/* Bumped by the engine on every turn of its event loop (and at
-	 * least once a second when idle): the main thread pings the
-	 * systemd watchdog only while every worker's count moves. */
+	/* Bumped by the engine at least once a second (io_uring: on
+	 * every turn of its loop): the main thread pings the systemd
+	 * watchdog only while every worker's count moves. */
 	_Atomic uint64_t heartbeat;
 	/* Its access log lines, written in batches (log.h); handed out
 	 * when the main thread asks (log_flush_req) before a reopen. */
@@ -90,13 +90,16 @@ struct orcd_worker {
 	/* Its generation was replaced by a reload that changed the listen
 	 * addresses: stop accepting and drain, like a stop of its own. */
 	_Atomic bool retiring;
+	/* Stopping or retiring, it takes no connection any more (its
+	 * engine says so: server_accepts_gone()). */
+	_Atomic bool accepts_gone;
 	int result;		/* engine run() return value */
 };
 
 void server_log_tick(struct orcd_worker *w);
 
-/* Every turn of an engine's loop, and at least once a second when idle:
- * also where a worker's buffered access log lines go out on time. */
+/* At least once a second (io_uring: every turn of its loop): also where
+ * a worker's buffered access log lines go out on time. */
 static inline void server_heartbeat(struct orcd_worker *w)
 {
 	atomic_fetch_add_explicit(&w->heartbeat, 1, memory_order_relaxed);
@@ -148,6 +151,16 @@ static inline bool server_spare_fresh(const struct orcd_worker *w)
  * of its old one, which lives on while requests still pin it.
  */
 void server_worker_refresh(struct orcd_worker *w);
+
+/*
+ * Called by an engine once it is stopping and will accept no more: its
+ * listeners are out of its loop (epoll), or the cancels of its accepts
+ * and listener polls have all completed (io_uring). A reload that
+ * retires workers waits for this before it says "configuration
+ * reloaded", so that a connection opened after that line is never taken
+ * by a retiring worker, which would close it after one response.
+ */
+void server_accepts_gone(struct orcd_worker *w);
 
 /*
  * A request planned under the worker's configuration pins it until its

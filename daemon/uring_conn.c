@@ -743,11 +743,12 @@ static void conn_timeout(struct uconn *c)
 	enum ustep st;
 
 	if (!c->pending && c->is_deferred && c->retry == arm_recv &&
-	    !c->stash_len) {
+	    !c->stash_len && !c->ms_end_set) {
 		/* Still waiting for SQ room (run_deferred found none this
 		 * turn either): no recv is in flight to cancel, and its
 		 * timer is spent. It ends as timed out when it goes. */
-		c->deferred_end = -ETIMEDOUT;
+		if (!c->deferred_end)
+			c->deferred_end = -ETIMEDOUT;
 		return;
 	}
 	if (!c->pending || c->cancel_sent)

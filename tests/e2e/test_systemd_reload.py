@@ -171,7 +171,7 @@ def reload_logged_after_the_old_workers_stopped_accepting():
     # first response is out: the client's second request would go
     # unanswered (the soak's "closed unanswered" on epoll). Each swap's
     # log has every old worker's line before "configuration reloaded".
-    stopped = "replaced by a reload; stopped accepting"
+    stopped = "retired by a reload; accepts no more connections"
     with Server() as srv:
         a = srv.port
         for i in range(6):
@@ -180,6 +180,8 @@ def reload_logged_after_the_old_workers_stopped_accepting():
             before = len(srv.stderr_text())
             reloads(srv, n_reloads(srv))
             text = srv.stderr_text()[before:]
+            check("configuration reloaded" in text,
+                  "swap %d not reloaded: %s" % (i, text))
             done = text.index("configuration reloaded")
             eq(text.count(stopped, 0, done), 2,
                "old workers' lines before the reload's (swap %d): %s"

@@ -153,8 +153,8 @@ EXPLAINED = [
     ("listen swap", re.compile(
         r"^<6>orcd: workers of the previous listen addresses finished$")),
     ("listen swap", re.compile(
-        r"^<6>orcd: worker \d+: replaced by a reload; stopped accepting, "
-        r"\d+ connections drain$")),
+        r"^<6>orcd: worker \d+: retired by a reload; accepts no more "
+        r"connections$")),
     ("stop", re.compile(r"^<5>orcd: (stopping: draining in-flight "
                         r"responses|stopped)$")),
 ]
