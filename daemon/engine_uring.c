@@ -340,11 +340,10 @@ static bool cancel_obj(struct uring_worker *uw, void *obj)
 	return true;
 }
 
-static void begin_stop(struct uring_worker *uw)
+/* Stopping: cancel the accepts and listener polls still armed (again
+ * each turn for any the SQ had no room for). */
+static void cancel_accepts(struct uring_worker *uw)
 {
-	struct io_uring_sqe *sqe;
-
-	uw->hw.stopping = true;
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		struct uacceptor *a = &uw->acc[i];
 
@@ -357,6 +356,14 @@ static void begin_stop(struct uring_worker *uw)
 		if (l->armed && !l->cancel_sent)
 			l->cancel_sent = cancel_obj(uw, l);
 	}
+}
+
+static void begin_stop(struct uring_worker *uw)
+{
+	struct io_uring_sqe *sqe;
+
+	uw->hw.stopping = true;
+	cancel_accepts(uw);
 	uw->hooks->stop_all(uw);
 	sqe = uring_sqe(uw, 1);
 	if (sqe) {
@@ -665,6 +672,8 @@ static int uring_loop(struct uring_worker *uw)
 		notify_arm(uw);
 		if (uw->fatal)
 			return uw->fatal;
+		if (uw->hw.stopping && (uw->acc_armed || uw->lpoll_armed))
+			cancel_accepts(uw);
 		if (uw->hw.stopping && !uw->acc_armed && !uw->lpoll_armed) {
 			/* The stop's cancels of them have all come back. */
 			if (!uw->accepts_gone) {
