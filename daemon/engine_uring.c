@@ -358,20 +358,49 @@ static void cancel_accepts(struct uring_worker *uw)
 	}
 }
 
+/* The bound on a stop's drain. */
+static void drain_arm(struct uring_worker *uw)
+{
+	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+
+	if (!sqe)
+		return;
+	uw->drain.ts.tv_sec = DRAIN_MS / 1000;
+	uw->drain.ts.tv_nsec = 0;
+	io_uring_prep_timeout(sqe, &uw->drain.ts, 0, 0);
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&uw->drain);
+	uw->drain.armed = true;
+}
+
 static void begin_stop(struct uring_worker *uw)
 {
-	struct io_uring_sqe *sqe;
-
 	uw->hw.stopping = true;
 	cancel_accepts(uw);
 	uw->hooks->stop_all(uw);
-	sqe = uring_sqe(uw, 1);
-	if (sqe) {
-		uw->drain.ts.tv_sec = DRAIN_MS / 1000;
-		uw->drain.ts.tv_nsec = 0;
-		io_uring_prep_timeout(sqe, &uw->drain.ts, 0, 0);
-		io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&uw->drain);
-		uw->drain.armed = true;
+	drain_arm(uw);
+}
+
+/*
+ * Each turn: what a wake-up or a stop could not submit for want of SQ
+ * room (a submit refused under CQ overflow) goes now; once a stop's
+ * accepts and listener polls are all gone, the server hears of it.
+ */
+static void stop_or_wake_retry(struct uring_worker *uw)
+{
+	if (!uw->hw.stopping) {
+		if (!uw->wake.armed)
+			wake_arm(uw);
+		return;
+	}
+	if (!uw->drain.armed && !uw->hw.drain_expired)
+		drain_arm(uw);
+	if (uw->acc_armed || uw->lpoll_armed) {
+		cancel_accepts(uw);
+		return;
+	}
+	if (!uw->accepts_gone) {
+		uw->accepts_gone = true;
+		server_accepts_gone(uw->w);
 	}
 }
 
@@ -672,17 +701,10 @@ static int uring_loop(struct uring_worker *uw)
 		notify_arm(uw);
 		if (uw->fatal)
 			return uw->fatal;
-		if (uw->hw.stopping && (uw->acc_armed || uw->lpoll_armed))
-			cancel_accepts(uw);
-		if (uw->hw.stopping && !uw->acc_armed && !uw->lpoll_armed) {
-			/* The stop's cancels of them have all come back. */
-			if (!uw->accepts_gone) {
-				uw->accepts_gone = true;
-				server_accepts_gone(uw->w);
-			}
-			if (!uw->n_conns)
-				return 0;
-		}
+		stop_or_wake_retry(uw);
+		if (uw->hw.stopping && !uw->n_conns && !uw->acc_armed &&
+		    !uw->lpoll_armed)
+			return 0;
 		if (uw->hw.drain_expired) {
 			if (!unwind_deadline)
 				unwind_deadline = mono_ms() + UNWIND_MS;

@@ -421,25 +421,31 @@ static void wait_accepts_gone(const struct orcd_worker *ws, unsigned n)
 	struct timespec ms = { 0, 1000000 };
 	unsigned k;
 
-	while (mono_usec() < deadline) {
+	for (;;) {
 		for (k = 0; k < n; k++)
 			if (!atomic_load(&ws[k].done) &&
 			    !atomic_load(&ws[k].accepts_gone))
 				break;
 		if (k == n)
 			return;
+		if (mono_usec() >= deadline)
+			break;
 		nanosleep(&ms, NULL);
 	}
+	log_msg(LOG_WARNING,
+		"reload: worker %u of the previous listen addresses still accepts after 2s; going on",
+		ws[k].id);
 }
 
+/* Called once, by the worker's own thread; the line goes out before the
+ * flag that lets the reload log its own. */
 void server_accepts_gone(struct orcd_worker *w)
 {
-	if (atomic_exchange(&w->accepts_gone, true))
-		return;
 	if (server_spare_fresh(w))
 		log_msg(LOG_INFO,
 			"worker %u: retired by a reload; accepts no more connections",
 			w->id);
+	atomic_store(&w->accepts_gone, true);
 }
 
 static bool same_listen(const struct orcd_listen *a,
