@@ -398,10 +398,8 @@ static void stop_or_wake_retry(struct uring_worker *uw)
 		cancel_accepts(uw);
 		return;
 	}
-	if (!uw->accepts_gone) {
-		uw->accepts_gone = true;
+	if (!atomic_load_explicit(&uw->w->accepts_gone, memory_order_relaxed))
 		server_accepts_gone(uw->w);
-	}
 }
 
 static void drain_expired(struct uring_worker *uw)

@@ -307,7 +307,6 @@ struct uring_worker {
 	struct ulisten lpoll[ORCD_MAX_LISTEN]; /* one per listener */
 	unsigned lpoll_armed;
 	bool client_waiting; /* a listener poll fired while no room */
-	bool accepts_gone;   /* stopping, and no accept or listener poll left */
 	struct uticker wake, drain;
 	struct unotify notify;
 	struct uconn *conns; /* live connections */
