@@ -44,16 +44,21 @@
 struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need)
 {
 	if (io_uring_sq_space_left(&uw->ring) < need) {
-		int r = io_uring_submit(&uw->ring);
+		int r = -EBUSY;
 
-		STAT_INC(uw->w, submits);
+		if (!uring_fault_submit_refused(uw)) {
+			r = io_uring_submit(&uw->ring);
+			STAT_INC(uw->w, submits);
+		}
 		if (r < 0 && r != -EBUSY && r != -EAGAIN) {
 			log_msg(LOG_ERR, "worker %u: io_uring_submit: %s",
 				uw->w->id, strerror(-r));
 			uw->fatal = r;
 		}
-		if (io_uring_sq_space_left(&uw->ring) < need)
+		if (io_uring_sq_space_left(&uw->ring) < need) {
+			STAT_INC(uw->w, sq_full);
 			return NULL;
+		}
 	}
 	return uring_sqe_more(uw);
 }
@@ -649,6 +654,8 @@ static int uring_wait(struct uring_worker *uw, unsigned nr, unsigned min_us,
 	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG;
 	long r;
 
+	if (uring_fault_submit_refused(uw))
+		return -EBUSY; /* as the kernel would: nothing in, no wait */
 	if (sq->sqe_head != tail) {
 		sq->sqe_head = tail;
 		io_uring_smp_store_release(sq->ktail, tail);
@@ -658,6 +665,7 @@ static int uring_wait(struct uring_worker *uw, unsigned nr, unsigned min_us,
 	r = syscall(__NR_io_uring_enter, uw->ring.enter_ring_fd,
 		    tail - io_uring_smp_load_acquire(sq->khead), nr, flags,
 		    &arg, sizeof(arg));
+	STAT_INC(uw->w, submits);
 	return r < 0 ? -errno : (int)r;
 }
 
@@ -720,7 +728,6 @@ static int uring_loop(struct uring_worker *uw)
 		r = uring_wait(uw, ask, ask > 1 ? uw->wb.min_us : 0, &tick);
 		waited = mono_us() - waited;
 		uw->turn_sends = 0;
-		STAT_INC(uw->w, submits);
 		if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY &&
 		    r != -EAGAIN) {
 			log_msg(LOG_ERR, "worker %u: io_uring_enter: %s",

@@ -119,6 +119,9 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	       "Chosen fds found busy (must stay 0).", &t->ebusy);
 	metric(&o, "submits_total", "counter",
 	       "io_uring_enter calls / event-loop wake-ups.", &t->submits);
+	metric(&o, "sq_full_total", "counter",
+	       "Times io_uring work found no submission-queue room and waited a turn.",
+	       &t->sq_full);
 	metric(&o, "batched_waits_total", "counter",
 	       "io_uring waits that asked for more than one completion (batch_wait_us).",
 	       &t->batched_waits);

@@ -45,6 +45,7 @@ struct orcd_stats {
 	_Atomic uint64_t send_again; /* sends that moved nothing (-EAGAIN) */
 	_Atomic uint64_t ebusy;
 	_Atomic uint64_t submits; /* io_uring_enter / event-loop wakeups */
+	_Atomic uint64_t sq_full; /* work that found no SQ room: next turn */
 	_Atomic uint64_t batched_waits; /* of those, waits for more than one */
 	/* stat cache (every engine), in stat_cache.h's SC_* order */
 	_Atomic uint64_t stat_cache[9];

@@ -332,8 +332,10 @@ struct uring_worker {
 	bool install_warned;	/* an install failed once: said so */
 	unsigned sock_fds;	/* sockets installed as fds (sock_fd, sf_sock) */
 	unsigned sock_fds_max;	/* at most this many (uring_sock_fds_max) */
-	/* Tests: every Nth SENDMSG completes -EAGAIN instead (0: none). */
+	/* Tests: every Nth SENDMSG completes -EAGAIN instead, and every
+	 * Nth submit is refused as a full CQ refuses it (0: none). */
 	unsigned fault_eagain_every, fault_eagain_n;
+	unsigned fault_refuse_every, fault_refuse_n;
 	unsigned chains_inflight;
 	/* Waits: how many CQEs the next asks for (wait_batch.h), sends
 	 * submitted since the last, and whether the ring is entered by its
@@ -375,6 +377,7 @@ unsigned uring_sock_fds_max(unsigned workers);
 void uring_prep_eagain_nop(struct io_uring_sqe *sqe);
 void uring_fault_setup(struct uring_worker *uw);
 bool uring_fault_send_eagain(struct uring_worker *uw);
+bool uring_fault_submit_refused(struct uring_worker *uw);
 void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot);
 void uring_br_setup(struct uring_worker *uw);
 void uring_br_recycle(struct uring_worker *uw, unsigned bid);

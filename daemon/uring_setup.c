@@ -271,31 +271,53 @@ void uring_prep_eagain_nop(struct io_uring_sqe *sqe)
 	sqe->len = (uint32_t)-EAGAIN;
 }
 
+/* A test knob's count N (2 or more; 0 where unset), or 0 with a warning. */
+static unsigned fault_every(struct uring_worker *uw, const char *name)
+{
+	const char *env = getenv(name);
+	unsigned long n;
+
+	if (!env || !*env)
+		return 0;
+	n = strtoul(env, NULL, 10);
+	if (n < 2 || n > UINT_MAX) {
+		log_msg(LOG_WARNING,
+			"worker %u: %s=%s: want a count of 2 or more; off",
+			uw->w->id, name, env);
+		return 0;
+	}
+	return (unsigned)n;
+}
+
 /*
- * ORCD_URING_SEND_EAGAIN=N (tests only; N >= 2) makes every Nth SENDMSG
- * a NOP that completes with -EAGAIN, as a SENDMSG run blocking in io-wq
- * on the non-blocking socket does (see the accept flags above), so that a
- * test can see the send go again. It needs NOP's injected result
- * (6.10+); a kernel without it completes the probe NOP with 0, and the
- * knob stays off. Each worker says which.
+ * Tests only; each worker says which knob is on.
+ *
+ * ORCD_URING_SEND_EAGAIN=N makes every Nth SENDMSG a NOP that completes
+ * with -EAGAIN, as a SENDMSG run blocking in io-wq on the non-blocking
+ * socket does (see the accept flags above), so that a test can see the
+ * send go again. It needs NOP's injected result (6.10+); a kernel
+ * without it completes the probe NOP with 0, and the knob stays off.
+ *
+ * ORCD_URING_SUBMIT_REFUSE=N refuses every Nth submit as the kernel does
+ * while it holds overflowed CQEs (-EBUSY): nothing queued goes in, and
+ * the work that wanted SQ room waits for the next turn (uring_defer and
+ * the stop's retries). With a tiny ring (ORCD_URING_ENTRIES) a test can
+ * make that happen thousands of times a second, on any kernel.
  */
 void uring_fault_setup(struct uring_worker *uw)
 {
-	const char *env = getenv("ORCD_URING_SEND_EAGAIN");
-	unsigned long n;
+	unsigned n = fault_every(uw, "ORCD_URING_SEND_EAGAIN");
 	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
 	int res = 0;
 
-	if (!env || !*env)
-		return;
-	n = strtoul(env, NULL, 10);
-	if (n < 2 || n > UINT_MAX) {
+	uw->fault_refuse_every = fault_every(uw, "ORCD_URING_SUBMIT_REFUSE");
+	if (uw->fault_refuse_every)
 		log_msg(LOG_WARNING,
-			"worker %u: ORCD_URING_SEND_EAGAIN=%s: want a count of 2 or more; off",
-			uw->w->id, env);
+			"worker %u: ORCD_URING_SUBMIT_REFUSE=%u: every Nth submit is refused",
+			uw->w->id, uw->fault_refuse_every);
+	if (!n)
 		return;
-	}
 	/* The ring is empty yet: this NOP and its CQE are all there is. */
 	sqe = io_uring_get_sqe(&uw->ring);
 	if (sqe) {
@@ -308,9 +330,9 @@ void uring_fault_setup(struct uring_worker *uw)
 		}
 	}
 	if (res == -EAGAIN)
-		uw->fault_eagain_every = (unsigned)n;
-	log_msg(LOG_WARNING, "worker %u: ORCD_URING_SEND_EAGAIN=%s: %s",
-		uw->w->id, env,
+		uw->fault_eagain_every = n;
+	log_msg(LOG_WARNING, "worker %u: ORCD_URING_SEND_EAGAIN=%u: %s",
+		uw->w->id, n,
 		uw->fault_eagain_every ?
 			"every Nth SENDMSG fails with EAGAIN" :
 			"no NOP with an injected result (Linux 6.10+); off");
@@ -321,6 +343,13 @@ bool uring_fault_send_eagain(struct uring_worker *uw)
 	if (!uw->fault_eagain_every)
 		return false;
 	return ++uw->fault_eagain_n % uw->fault_eagain_every == 0;
+}
+
+bool uring_fault_submit_refused(struct uring_worker *uw)
+{
+	if (!uw->fault_refuse_every)
+		return false;
+	return ++uw->fault_refuse_n % uw->fault_refuse_every == 0;
 }
 
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap)
