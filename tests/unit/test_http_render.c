@@ -111,6 +111,42 @@ static void test_minimal(void **state)
 			"\r\n");
 }
 
+/* Date and Last-Modified are kept as text per thread (by the second,
+ * Last-Modified in 8 slots): a new second, or another file whose time
+ * takes the same slot, must still be written as itself. */
+static void test_dates_kept_per_second(void **state)
+{
+	(void)state;
+	static const struct {
+		time_t now, lm;
+		const char *date, *lm_text;
+	} step[] = {
+		{T2024, T1994, "Mon, 01 Jan 2024 00:00:00 GMT",
+		 "Sun, 06 Nov 1994 08:49:37 GMT"},
+		{T2024 + 1, T1994 + 8, "Mon, 01 Jan 2024 00:00:01 GMT",
+		 "Sun, 06 Nov 1994 08:49:45 GMT"},
+		{T2024 + 1, T1994, "Mon, 01 Jan 2024 00:00:01 GMT",
+		 "Sun, 06 Nov 1994 08:49:37 GMT"},
+		{T2024 + 86400, T1994 + 1, "Tue, 02 Jan 2024 00:00:00 GMT",
+		 "Sun, 06 Nov 1994 08:49:38 GMT"},
+		{T2024, T1994 + 8, "Mon, 01 Jan 2024 00:00:00 GMT",
+		 "Sun, 06 Nov 1994 08:49:45 GMT"},
+	};
+
+	for (size_t i = 0; i < sizeof(step) / sizeof(step[0]); i++) {
+		struct http_response r = base(200);
+		char want[256];
+
+		r.now = step[i].now;
+		r.last_modified = step[i].lm;
+		snprintf(want, sizeof(want),
+			 "HTTP/1.1 200 OK\r\nDate: %s\r\n"
+			 "Last-Modified: %s\r\n\r\n",
+			 step[i].date, step[i].lm_text);
+		expect_head(&r, want);
+	}
+}
+
 static void test_connection(void **state)
 {
 	(void)state;
@@ -390,6 +426,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full_200),
 		cmocka_unit_test(test_minimal),
+		cmocka_unit_test(test_dates_kept_per_second),
 		cmocka_unit_test(test_connection),
 		cmocka_unit_test(test_partial_content),
 		cmocka_unit_test(test_unsatisfiable),
