@@ -727,15 +727,19 @@ static int uring_loop(struct uring_worker *uw)
 		waited = mono_us();
 		r = uring_wait(uw, ask, ask > 1 ? uw->wb.min_us : 0, &tick);
 		waited = mono_us() - waited;
-		uw->turn_sends = 0;
 		if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY &&
 		    r != -EAGAIN) {
 			log_msg(LOG_ERR, "worker %u: io_uring_enter: %s",
 				uw->w->id, strerror(-r));
 			return r;
 		}
-		if (ask > 1)
-			STAT_INC(uw->w, batched_waits);
+		/* Refused (overflowed CQEs): nothing went in and nobody
+		 * waited; the sends are still to come. */
+		if (r != -EBUSY) {
+			uw->turn_sends = 0;
+			if (ask > 1)
+				STAT_INC(uw->w, batched_waits);
+		}
 		uw->hw.now = time(NULL);
 		uw->now_ms = mono_ms();
 		expire_timers(uw);

@@ -395,10 +395,14 @@ def refused_submits_lose_nothing():
     the stop's cancels) and is lost nowhere. Under load with changing
     files, clients that pipeline four requests get four whole answers,
     clients that stop inside their head are still cut off at
-    header_timeout, two reloads are taken, and the stop is clean (fds,
-    slots and chains back: with_server)."""
+    header_timeout, each round's reload is taken, and the stop is clean
+    (fds, slots and chains back: with_server)."""
     header_timeout = 2.0  # Server's
-    slack = 4.0           # a loaded CI machine, or the TCG guest
+    # A half head's clock starts on the host; in the guest its bytes wait
+    # behind other connects in QEMU's forwarder (a third of a second
+    # each). Slack only says how long "never" is: a deadline that is lost
+    # holds the connection for good.
+    slack = 20.0 if Server.forwarded else 4.0
 
     def pipeliner(srv, names, stop, stats, seed):
         rnd = random.Random(seed)
@@ -422,19 +426,25 @@ def refused_submits_lose_nothing():
                    for i in range(8)]
         for t in helpers:
             t.start()
-        reloads = srv.stderr_text().count("configuration reloaded")
         halves = []
+        rounds = 0
         try:
-            for _ in range(2):
+            # Two rounds, and more (six at most) until work has found
+            # the SQ full: few connections at a time (the guest) fill an
+            # 8-entry SQ less often.
+            while rounds < 2 or (rounds < 6 and
+                                 not srv.metrics()["orcd_sq_full_total"]):
+                reloads = srv.stderr_text().count("configuration reloaded")
                 for _ in range(4):
                     c = srv.conn()
                     c.send(b"GET /f0.bin HTTP/1.1\r\nHost: t\r\n")
                     halves.append((time.monotonic(), c))
                 srv.signal(signal.SIGHUP)
                 load(srv, names, clients=24, duration=1.5)
-            orcdtest.wait_until(
-                lambda: srv.stderr_text().count("configuration reloaded")
-                >= reloads + 2, 30, "both reloads to be taken")
+                orcdtest.wait_until(
+                    lambda: srv.stderr_text().count("configuration reloaded")
+                    > reloads, 30, "round %d's reload to be taken" % rounds)
+                rounds += 1
         finally:
             stop.set()
             for t in helpers:
@@ -450,7 +460,7 @@ def refused_submits_lose_nothing():
                       "half a head answered %r" % bytes(c.buf[:40]))
         check(not piped.errors, "pipelined: %s" % piped.errors)
         check(piped.ok > 0, "no pipelined request succeeded")
-        print(piped.line() + " (pipelined)")
+        print(piped.line() + " (pipelined), %d rounds" % rounds)
     m = with_server(body, env={"ORCD_URING_ENTRIES": "8",
                                "ORCD_URING_SUBMIT_REFUSE": "2"})
     print("# work that found no SQ room: %d" % m["orcd_sq_full_total"])
