@@ -570,7 +570,7 @@ static void conn_on_io(struct ev_loop *loop, ev_io *io, int revents)
 	struct ep_conn *c =
 		(struct ep_conn *)((char *)io - offsetof(struct ep_conn, io));
 
-	c->ew->hw.now = (time_t)ev_now(loop);
+	c->ew->hw.clock.now = (time_t)ev_now(loop);
 	if (revents & EV_CUSTOM) {
 		c->op = OP_NONE;
 		c->ew->core->received(&c->h1, -ECANCELED);
@@ -623,7 +623,7 @@ static void conn_on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 		(struct ep_conn *)((char *)t - offsetof(struct ep_conn, timer));
 
 	(void)revents;
-	c->ew->hw.now = (time_t)ev_now(loop);
+	c->ew->hw.clock.now = (time_t)ev_now(loop);
 	conn_fail_op(c, -ETIMEDOUT);
 }
 
@@ -649,7 +649,7 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 	unsigned cap = conn_cap(ew);
 
 	(void)revents;
-	ew->hw.now = (time_t)ev_now(loop);
+	ew->hw.clock.now = (time_t)ev_now(loop);
 	if (ew->n_conns >= cap) {
 		/* Full, and the listener is ready: a client waits. */
 		make_room(ew);

@@ -740,7 +740,7 @@ static int uring_loop(struct uring_worker *uw)
 			if (ask > 1)
 				STAT_INC(uw->w, batched_waits);
 		}
-		uw->hw.now = time(NULL);
+		uw->hw.clock.now = time(NULL);
 		uw->now_ms = mono_ms();
 		expire_timers(uw);
 		quiet = notify_quiet(uw);

@@ -319,7 +319,7 @@ static void fail(struct h1_conn *c, int status)
 		c->resp = resp_get(hw);
 	if (c->resp)
 		drop_fd(c->resp);
-	if (!c->resp || respond_error(hw->w->cfg, status, hw->now, c->resp->buf,
+	if (!c->resp || respond_error(hw->w->cfg, status, &hw->clock, c->resp->buf,
 				      c->resp->cap, &c->resp->plan)) {
 		conn_close(c, true);
 		return;
@@ -358,7 +358,7 @@ static void plan(struct h1_conn *c)
 		lk = NULL;
 	}
 	drop_fd(c->resp);
-	answer(c, respond_plan(c->cfg, lk, &c->req, hw->now, hw->plan_flags,
+	answer(c, respond_plan(c->cfg, lk, &c->req, &hw->clock, hw->plan_flags,
 			       c->resp->buf, c->resp->cap, &c->resp->plan));
 }
 
@@ -448,7 +448,7 @@ static void log_response(struct h1_conn *c)
 				 c->req.request_line.n ? &c->req : NULL, status,
 				 respond_body_bytes(&c->resp->plan,
 						    c->bytes_sent),
-				 c->hw->now);
+				 c->hw->clock.now);
 }
 
 static void response_release(struct h1_conn *c)
@@ -508,7 +508,7 @@ static void responded(struct h1_conn *c, enum h1_end end)
 		 * read permission: only the transfer's open finds out. */
 		if (c->have_req) {
 			drop_fd(c->resp);
-			answer(c, respond_status(&c->req, 403, hw->now,
+			answer(c, respond_status(&c->req, 403, &hw->clock,
 						 c->resp->buf, c->resp->cap,
 						 &c->resp->plan));
 			return;
@@ -561,7 +561,7 @@ static void worker_init(struct h1_worker *hw, struct orcd_worker *w,
 	memset(hw, 0, sizeof(*hw));
 	hw->w = w;
 	hw->tp = tp;
-	hw->now = time(NULL);
+	hw->clock.now = time(NULL);
 }
 
 static void worker_fini(struct h1_worker *hw)

@@ -105,7 +105,9 @@ struct h1_worker {
 	size_t in_min;
 	bool stopping;	      /* stop accepting, finish what is in flight */
 	bool drain_expired;   /* stop's bound passed: abort everything */
-	time_t now;	      /* wall clock for Date and the log, per batch */
+	/* Wall clock for Date and the log, per batch (engines set
+	 * clock.now); it keeps the head's dates as text. */
+	struct http_clock clock;
 	/* Pools of request and response buffers, and the bytes each holds
 	 * (capped). */
 	char *free_ins;

@@ -135,35 +135,28 @@ static void content_range(struct writer *w, const struct http_response *r)
 	put(w, "\r\n", 2);
 }
 
-/*
- * Formatting a head's two dates costs about as much as the rest of it:
- * Date, which moves once a second, and Last-Modified, of which a worker's
- * hot files have few. Each thread (a worker) keeps the last Date and a
- * few Last-Modified values, direct-mapped by the second, as text.
- */
-struct date_memo {
-	time_t t;
-	bool set;
-	char s[HTTP_DATE_LEN + 1];
-};
-
-#define LM_MEMO 8
-
-static _Thread_local struct date_memo date_now, date_lm[LM_MEMO];
-
-static const char *memo_date(struct date_memo *m, time_t t)
+/* t as IMF-fixdate: kept in *kept when there is one (formatted only when
+ * it holds another second), else written into tmp. */
+static const char *date_text(struct http_date_text *kept, time_t t,
+			     char *tmp)
 {
-	if (!m->set || m->t != t) {
-		http_date_format(t, m->s);
-		m->t = t;
-		m->set = true;
+	if (!kept) {
+		http_date_format(t, tmp);
+		return tmp;
 	}
-	return m->s;
+	if (!kept->set || kept->t != t) {
+		http_date_format(t, kept->s);
+		kept->t = t;
+		kept->set = true;
+	}
+	return kept->s;
 }
 
 ssize_t http_render_head(const struct http_response *r, char *buf, size_t cap)
 {
 	struct writer w = {.buf = buf, .cap = cap};
+	struct http_clock *k = r->clock;
+	char tmp[HTTP_DATE_LEN + 1];
 
 	if (r->status < 100 || r->status > 999)
 		return -EINVAL;
@@ -185,7 +178,7 @@ ssize_t http_render_head(const struct http_response *r, char *buf, size_t cap)
 	put_str(&w, http_reason(r->status));
 	put(&w, "\r\n", 2);
 
-	field(&w, "Date", memo_date(&date_now, r->now));
+	field(&w, "Date", date_text(k ? &k->date : NULL, r->now, tmp));
 	if (r->server)
 		field(&w, "Server", r->server);
 	if (r->content_type)
@@ -196,9 +189,12 @@ ssize_t http_render_head(const struct http_response *r, char *buf, size_t cap)
 		put(&w, "\r\n", 2);
 	}
 	if (r->last_modified != 0) {
+		struct http_date_text *lm =
+			k ? &k->lm[(uint64_t)r->last_modified % HTTP_CLOCK_LM] :
+			    NULL;
+
 		field(&w, "Last-Modified",
-		      memo_date(&date_lm[(uint64_t)r->last_modified % LM_MEMO],
-				r->last_modified));
+		      date_text(lm, r->last_modified, tmp));
 	}
 	if (r->etag)
 		field(&w, "ETag", r->etag);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Response head renderer. Pure: writes into a caller's buffer. */
+/* Response head renderer: writes into a caller's buffer (and keeps dates
+ * as text in the caller's clock, when it passes one). */
 #ifndef ORCD_HTTP_RENDER_H
 #define ORCD_HTTP_RENDER_H
 
@@ -9,11 +10,35 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "http_cond.h"
+
+/*
+ * A worker's wall clock for heads. Formatting a head's two dates costs
+ * about as much as the rest of it, so the clock keeps them as text: Date
+ * for the last second asked, and the last few Last-Modified values,
+ * direct-mapped by the second. Each belongs to one thread (a worker's
+ * h1_worker); the text follows whatever `now` is set to.
+ */
+#define HTTP_CLOCK_LM 8
+
+struct http_date_text {
+	time_t t;
+	bool set;
+	char s[HTTP_DATE_LEN + 1];
+};
+
+struct http_clock {
+	time_t now;
+	struct http_date_text date, lm[HTTP_CLOCK_LM];
+};
+
 struct http_response {
 	int status;
 	int version_minor;	/* echo the request's 0/1; 1 when unknown */
 	bool keep_alive;	/* Connection: keep-alive (1.0) / close (1.1) */
 	time_t now;		/* Date */
+	/* Where the dates are kept as text; NULL formats them each time. */
+	struct http_clock *clock;
 	const char *server;	/* Server; NULL omits */
 	const char *content_type; /* NULL omits */
 	int64_t content_length;	/* < 0 omits (never for our responses) */

@@ -39,14 +39,16 @@ static void plan_drop_fd(struct response_plan *plan)
 
 /* Head plus the small HTML body of an error or redirect. */
 static int render_status(struct response_plan *plan, int status,
-			 int version_minor, bool head_only, time_t now,
-			 const char *location, char *buf, size_t cap)
+			 int version_minor, bool head_only,
+			 struct http_clock *clock, const char *location,
+			 char *buf, size_t cap)
 {
 	struct http_response r = {
 		.status = status,
 		.version_minor = version_minor,
 		.keep_alive = plan->keep_alive,
-		.now = now,
+		.now = clock->now,
+		.clock = clock,
 		.server = SERVER_NAME,
 		.content_type = "text/html",
 		.location = location,
@@ -81,20 +83,22 @@ uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent)
 	return sent > head ? sent - head : 0;
 }
 
-int respond_error(const struct orcd_config *cfg, int status, time_t now,
+int respond_error(const struct orcd_config *cfg, int status,
+		  struct http_clock *clock,
 		  char *buf, size_t cap, struct response_plan *plan)
 {
 	(void)cfg;
 	plan_init(plan, false);
-	return render_status(plan, status, 1, false, now, NULL, buf, cap);
+	return render_status(plan, status, 1, false, clock, NULL, buf, cap);
 }
 
-int respond_status(const struct http_request *req, int status, time_t now,
+int respond_status(const struct http_request *req, int status,
+		   struct http_clock *clock,
 		   char *buf, size_t cap, struct response_plan *plan)
 {
 	plan_init(plan, req->keep_alive);
 	return render_status(plan, status, req->version_minor,
-			     req->method == HTTP_METHOD_HEAD, now, NULL, buf,
+			     req->method == HTTP_METHOD_HEAD, clock, NULL, buf,
 			     cap);
 }
 
@@ -188,7 +192,8 @@ static int resolve_target(struct orcd_config *cfg,
 }
 
 int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
-		 const struct http_request *req, time_t now, unsigned flags,
+		 const struct http_request *req, struct http_clock *clock,
+		 unsigned flags,
 		 char *buf, size_t cap, struct response_plan *plan)
 {
 	bool head = req->method == HTTP_METHOD_HEAD;
@@ -207,8 +212,8 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		 * cannot be resynchronised, so close after answering. */
 		if (req->has_content_length && req->content_length)
 			plan->keep_alive = false;
-		return render_status(plan, 405, req->version_minor, false, now,
-				     NULL, buf, cap);
+		return render_status(plan, 405, req->version_minor, false,
+				     clock, NULL, buf, cap);
 	}
 	err = path_normalize(req->path.p, req->path.n, plan->relpath,
 			     sizeof(plan->relpath), &trailing);
@@ -219,32 +224,33 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		if (status == 400)
 			plan->keep_alive = false;
 		return render_status(plan, status, req->version_minor, head,
-				     now, NULL, buf, cap);
+				     clock, NULL, buf, cap);
 	}
 	status = resolve_target(cfg, lk, req, trailing, flags, plan, location,
 				sizeof(location));
 	if (status)
 		return render_status(plan, status, req->version_minor, head,
-				     now, status == 301 ? location : NULL, buf,
-				     cap);
+				     clock, status == 301 ? location : NULL,
+				     buf, cap);
 
 	http_etag_make(plan->meta.ino, plan->meta.size, plan->meta.mtime_sec,
 		       plan->meta.mtime_nsec, etag);
 	/* RFC 9110 8.8.2.1: Last-Modified is never later than Date; a file
 	 * from the future is dated now, and validated as of now. */
-	time_t lm = (time_t)plan->meta.mtime_sec;
+	time_t now = clock->now, lm = (time_t)plan->meta.mtime_sec;
 
 	if (lm > now)
 		lm = now;
 	status = http_precondition(req, etag, lm);
 	if (status == 412)
 		return render_status(plan, status, req->version_minor, head,
-				     now, NULL, buf, cap);
+				     clock, NULL, buf, cap);
 	struct http_response r = {
 		.status = status,
 		.version_minor = req->version_minor,
 		.keep_alive = plan->keep_alive,
 		.now = now,
+		.clock = clock,
 		.server = SERVER_NAME,
 		.content_type = mime_lookup(cfg->mime, plan->relpath,
 					    cfg->default_type),

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "file_meta.h"
 #include "http_parse.h"
+#include "http_render.h"
 
 /*
  * Where the planner gets file facts: fn answers like file_meta_lookup()
@@ -64,7 +65,8 @@ enum {
  * Returns 0 or -ENOSPC (cap too small) / -ENOMEM.
  */
 int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
-		 const struct http_request *req, time_t now, unsigned flags,
+		 const struct http_request *req, struct http_clock *clock,
+		 unsigned flags,
 		 char *buf, size_t cap, struct response_plan *plan);
 
 /*
@@ -77,7 +79,8 @@ uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent);
  * Render an error response not tied to a parsed request (parse errors,
  * 408 on header timeout). Always closes the connection.
  */
-int respond_error(const struct orcd_config *cfg, int status, time_t now,
+int respond_error(const struct orcd_config *cfg, int status,
+		  struct http_clock *clock,
 		  char *buf, size_t cap, struct response_plan *plan);
 
 /*
@@ -85,7 +88,8 @@ int respond_error(const struct orcd_config *cfg, int status, time_t now,
  * no body; the connection stays as the request asked), for a refusal that
  * only an engine's own open finds out about.
  */
-int respond_status(const struct http_request *req, int status, time_t now,
+int respond_status(const struct http_request *req, int status,
+		   struct http_clock *clock,
 		   char *buf, size_t cap, struct response_plan *plan);
 
 #endif

@@ -111,10 +111,11 @@ static void test_minimal(void **state)
 			"\r\n");
 }
 
-/* Date and Last-Modified are kept as text per thread (by the second,
- * Last-Modified in 8 slots): a new second, or another file whose time
- * takes the same slot, must still be written as itself. */
-static void test_dates_kept_per_second(void **state)
+/* With a clock, Date and Last-Modified are kept as text (Date by the
+ * second, Last-Modified in HTTP_CLOCK_LM slots): a new second, a second
+ * back, or another file whose time takes the same slot must still be
+ * written as itself, and a head without a clock as before. */
+static void test_dates_kept_by_the_clock(void **state)
 {
 	(void)state;
 	static const struct {
@@ -123,26 +124,32 @@ static void test_dates_kept_per_second(void **state)
 	} step[] = {
 		{T2024, T1994, "Mon, 01 Jan 2024 00:00:00 GMT",
 		 "Sun, 06 Nov 1994 08:49:37 GMT"},
-		{T2024 + 1, T1994 + 8, "Mon, 01 Jan 2024 00:00:01 GMT",
+		{T2024 + 1, T1994 + HTTP_CLOCK_LM, "Mon, 01 Jan 2024 00:00:01 GMT",
 		 "Sun, 06 Nov 1994 08:49:45 GMT"},
 		{T2024 + 1, T1994, "Mon, 01 Jan 2024 00:00:01 GMT",
 		 "Sun, 06 Nov 1994 08:49:37 GMT"},
 		{T2024 + 86400, T1994 + 1, "Tue, 02 Jan 2024 00:00:00 GMT",
 		 "Sun, 06 Nov 1994 08:49:38 GMT"},
-		{T2024, T1994 + 8, "Mon, 01 Jan 2024 00:00:00 GMT",
+		{T2024, T1994 + HTTP_CLOCK_LM, "Mon, 01 Jan 2024 00:00:00 GMT",
 		 "Sun, 06 Nov 1994 08:49:45 GMT"},
 	};
+	struct http_clock clock = {0};
 
-	for (size_t i = 0; i < sizeof(step) / sizeof(step[0]); i++) {
+	for (size_t i = 0; i < 2 * sizeof(step) / sizeof(step[0]); i++) {
+		size_t k = i % (sizeof(step) / sizeof(step[0]));
 		struct http_response r = base(200);
 		char want[256];
 
-		r.now = step[i].now;
-		r.last_modified = step[i].lm;
+		r.now = clock.now = step[k].now;
+		r.last_modified = step[k].lm;
+		/* The second lap alternates with heads that have no clock. */
+		r.clock = i < sizeof(step) / sizeof(step[0]) || i % 2 ?
+				  &clock :
+				  NULL;
 		snprintf(want, sizeof(want),
 			 "HTTP/1.1 200 OK\r\nDate: %s\r\n"
 			 "Last-Modified: %s\r\n\r\n",
-			 step[i].date, step[i].lm_text);
+			 step[k].date, step[k].lm_text);
 		expect_head(&r, want);
 	}
 }
@@ -426,7 +433,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full_200),
 		cmocka_unit_test(test_minimal),
-		cmocka_unit_test(test_dates_kept_per_second),
+		cmocka_unit_test(test_dates_kept_by_the_clock),
 		cmocka_unit_test(test_connection),
 		cmocka_unit_test(test_partial_content),
 		cmocka_unit_test(test_unsatisfiable),

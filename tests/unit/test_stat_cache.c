@@ -694,6 +694,7 @@ static int plan_head(struct fixture *fx, const char *target)
 	struct http_limits lim = {8192, 8192, 100};
 	static struct response_plan plan;
 	struct http_request req;
+	struct http_clock clock = {0};
 	char in[256], out[8192];
 	int status = 0;
 
@@ -701,7 +702,7 @@ static int plan_head(struct fixture *fx, const char *target)
 	assert_int_equal(http_parse_request(in, strlen(in), &lim, &req,
 					    &status),
 			 HTTP_PARSE_OK);
-	assert_int_equal(respond_plan(fx->cfg, &lk, &req, 0, 0, out,
+	assert_int_equal(respond_plan(fx->cfg, &lk, &req, &clock, 0, out,
 				      sizeof(out), &plan),
 			 0);
 	return plan.status;
