@@ -319,8 +319,9 @@ static void fail(struct h1_conn *c, int status)
 		c->resp = resp_get(hw);
 	if (c->resp)
 		drop_fd(c->resp);
-	if (!c->resp || respond_error(hw->w->cfg, status, &hw->clock, c->resp->buf,
-				      c->resp->cap, &c->resp->plan)) {
+	if (!c->resp ||
+	    respond_error(hw->w->cfg, status, &hw->clock, c->resp->buf,
+			  c->resp->cap, &c->resp->plan)) {
 		conn_close(c, true);
 		return;
 	}

@@ -137,8 +137,7 @@ static void content_range(struct writer *w, const struct http_response *r)
 
 /* t as IMF-fixdate: kept in *kept when there is one (formatted only when
  * it holds another second), else written into tmp. */
-static const char *date_text(struct http_date_text *kept, time_t t,
-			     char *tmp)
+static const char *date_text(struct http_date_text *kept, time_t t, char *tmp)
 {
 	if (!kept) {
 		http_date_format(t, tmp);

@@ -84,8 +84,8 @@ uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent)
 }
 
 int respond_error(const struct orcd_config *cfg, int status,
-		  struct http_clock *clock,
-		  char *buf, size_t cap, struct response_plan *plan)
+		  struct http_clock *clock, char *buf, size_t cap,
+		  struct response_plan *plan)
 {
 	(void)cfg;
 	plan_init(plan, false);
@@ -93,8 +93,8 @@ int respond_error(const struct orcd_config *cfg, int status,
 }
 
 int respond_status(const struct http_request *req, int status,
-		   struct http_clock *clock,
-		   char *buf, size_t cap, struct response_plan *plan)
+		   struct http_clock *clock, char *buf, size_t cap,
+		   struct response_plan *plan)
 {
 	plan_init(plan, req->keep_alive);
 	return render_status(plan, status, req->version_minor,
@@ -193,8 +193,8 @@ static int resolve_target(struct orcd_config *cfg,
 
 int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		 const struct http_request *req, struct http_clock *clock,
-		 unsigned flags,
-		 char *buf, size_t cap, struct response_plan *plan)
+		 unsigned flags, char *buf, size_t cap,
+		 struct response_plan *plan)
 {
 	bool head = req->method == HTTP_METHOD_HEAD;
 	/* Any Location that fits leaves the head and its page well inside

@@ -66,8 +66,8 @@ enum {
  */
 int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		 const struct http_request *req, struct http_clock *clock,
-		 unsigned flags,
-		 char *buf, size_t cap, struct response_plan *plan);
+		 unsigned flags, char *buf, size_t cap,
+		 struct response_plan *plan);
 
 /*
  * Body bytes among `sent` bytes written for this plan (head excluded), for
@@ -80,8 +80,8 @@ uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent);
  * 408 on header timeout). Always closes the connection.
  */
 int respond_error(const struct orcd_config *cfg, int status,
-		  struct http_clock *clock,
-		  char *buf, size_t cap, struct response_plan *plan);
+		  struct http_clock *clock, char *buf, size_t cap,
+		  struct response_plan *plan);
 
 /*
  * Render the error `status` as the answer to a parsed request (HEAD gets
@@ -89,7 +89,7 @@ int respond_error(const struct orcd_config *cfg, int status,
  * only an engine's own open finds out about.
  */
 int respond_status(const struct http_request *req, int status,
-		   struct http_clock *clock,
-		   char *buf, size_t cap, struct response_plan *plan);
+		   struct http_clock *clock, char *buf, size_t cap,
+		   struct response_plan *plan);
 
 #endif

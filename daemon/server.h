@@ -57,7 +57,8 @@ struct orcd_stats {
  * fetch_add costs per request, as stat_cache.c's count() does. */
 static inline void stat_bump(_Atomic uint64_t *c, uint64_t n)
 {
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + n,
 			      memory_order_relaxed);
 }
 
@@ -114,10 +115,10 @@ void server_log_tick(struct orcd_worker *w);
 static inline void server_heartbeat(struct orcd_worker *w)
 {
 	/* One writer, as the counters above. */
-	atomic_store_explicit(&w->heartbeat,
-			      atomic_load_explicit(&w->heartbeat,
-						   memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	atomic_store_explicit(
+		&w->heartbeat,
+		atomic_load_explicit(&w->heartbeat, memory_order_relaxed) + 1,
+		memory_order_relaxed);
 	if (w->log.l)
 		server_log_tick(w);
 }
