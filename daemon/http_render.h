@@ -17,7 +17,8 @@
  * about as much as the rest of it, so the clock keeps them as text: Date
  * for the last second asked, and the last few Last-Modified values,
  * direct-mapped by the second. Each belongs to one thread (a worker's
- * h1_worker); the text follows whatever `now` is set to.
+ * h1_worker). The text is keyed by the second it was asked for, so a
+ * clock whose `now` moves, or a head with another date, stays right.
  */
 #define HTTP_CLOCK_LM 8
 

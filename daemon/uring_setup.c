@@ -301,8 +301,9 @@ static unsigned fault_every(struct uring_worker *uw, const char *name)
  * ORCD_URING_SUBMIT_REFUSE=N refuses every Nth submit as the kernel does
  * while it holds overflowed CQEs (-EBUSY): nothing queued goes in, and
  * the work that wanted SQ room waits for the next turn (uring_defer and
- * the stop's retries). With a tiny ring (ORCD_URING_ENTRIES) a test can
- * make that happen thousands of times a second, on any kernel.
+ * the stop's retries). With a tiny ring (ORCD_URING_ENTRIES) and a busy
+ * test, work then finds the SQ full (tens of times a run; counted by
+ * orcd_sq_full_total), on any kernel.
  */
 void uring_fault_setup(struct uring_worker *uw)
 {

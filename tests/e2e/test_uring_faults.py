@@ -391,8 +391,9 @@ def tiny_ring():
 def refused_submits_lose_nothing():
     """An 8-entry ring whose every second submit is refused, as the
     kernel refuses one while it holds overflowed CQEs: work that finds no
-    SQ room waits a turn (deferred recvs, chains, the reload's wake poll,
-    the stop's cancels) and is lost nowhere. Under load with changing
+    SQ room waits a turn (a chain, a recv, a close, and the reload's wake
+    poll or the stop's cancels when they meet a full SQ) and is lost
+    nowhere. Under load with changing
     files, clients that pipeline four requests get four whole answers,
     clients that stop inside their head are still cut off at
     header_timeout, each round's reload is taken, and the stop is clean
