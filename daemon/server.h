@@ -114,11 +114,7 @@ void server_log_tick(struct orcd_worker *w);
  * a worker's buffered access log lines go out on time. */
 static inline void server_heartbeat(struct orcd_worker *w)
 {
-	/* One writer, as the counters above. */
-	atomic_store_explicit(
-		&w->heartbeat,
-		atomic_load_explicit(&w->heartbeat, memory_order_relaxed) + 1,
-		memory_order_relaxed);
+	stat_bump(&w->heartbeat, 1); /* one writer, as the counters */
 	if (w->log.l)
 		server_log_tick(w);
 }

@@ -339,18 +339,20 @@ void uring_fault_setup(struct uring_worker *uw)
 			"no NOP with an injected result (Linux 6.10+); off");
 }
 
+/* Whether this is the Nth time (N = every, 0: never) since the last. */
+static bool every_nth(unsigned every, unsigned *count)
+{
+	return every && ++*count % every == 0;
+}
+
 bool uring_fault_send_eagain(struct uring_worker *uw)
 {
-	if (!uw->fault_eagain_every)
-		return false;
-	return ++uw->fault_eagain_n % uw->fault_eagain_every == 0;
+	return every_nth(uw->fault_eagain_every, &uw->fault_eagain_n);
 }
 
 bool uring_fault_submit_refused(struct uring_worker *uw)
 {
-	if (!uw->fault_refuse_every)
-		return false;
-	return ++uw->fault_refuse_n % uw->fault_refuse_every == 0;
+	return every_nth(uw->fault_refuse_every, &uw->fault_refuse_n);
 }
 
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap)
