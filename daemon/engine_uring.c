@@ -154,23 +154,22 @@ void uring_close_sock_fds(struct uconn *c, bool kept)
 }
 
 /*
- * Close a slot nothing else refers to (a socket we could not take on);
- * its slot comes back with the CQE, like every other.
+ * Close a slot nothing else refers to (a socket we could not take on,
+ * out of memory). Outside the ring, so that it needs no SQ room, the
+ * one other thing such a moment may lack; the slot is free at once.
  */
 void uring_close_orphan(struct uring_worker *uw, int slot)
 {
-	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+	int r = uw->fl->close_now(&uw->ring, slot);
 
-	if (!sqe) {
-		/* No SQ room even after submitting: leaking one slot is
-		 * safer than reusing it before its close. */
-		log_msg(LOG_ERR, "worker %u: slot %d leaked (SQ full)",
-			uw->w->id, slot);
+	if (r < 0) {
+		/* It may still hold the socket: leaking one slot is safer
+		 * than handing it out again. */
+		log_msg(LOG_ERR, "worker %u: close of slot %d: %s; slot leaked",
+			uw->w->id, slot, strerror(-r));
 		return;
 	}
-	uw->fl->prep_close(sqe, slot);
-	io_uring_sqe_set_data64(sqe, ((uint64_t)(uint32_t)slot << 32) |
-					     URING_ORPHAN_TAG);
+	uring_slot_freed(uw, slot);
 }
 
 /* ---- accepts ---- */
@@ -571,10 +570,6 @@ static void dispatch(struct uring_worker *uw, uint64_t data, int res,
 	void *obj = (void *)(uintptr_t)(data & ~URING_STEP_MASK);
 	unsigned step = (unsigned)(data & URING_STEP_MASK);
 
-	if (step == URING_ORPHAN_TAG) {
-		uring_slot_freed(uw, (int)(data >> 32));
-		return;
-	}
 	if (!obj)
 		return; /* cancels and fillers */
 	switch (*(uint8_t *)obj) {
@@ -678,7 +673,7 @@ static bool is_arrival(uint64_t data, int res)
 	void *obj = (void *)(uintptr_t)(data & ~URING_STEP_MASK);
 	unsigned step = (unsigned)(data & URING_STEP_MASK);
 
-	if (step == URING_ORPHAN_TAG || !obj || res < 0)
+	if (!obj || res < 0)
 		return false;
 	switch (*(uint8_t *)obj) {
 	case UOP_CONN:

@@ -61,8 +61,6 @@ struct orcd_open_how {
  */
 #define URING_ALIGN	 64
 #define URING_STEP_MASK	 ((uint64_t)URING_ALIGN - 1)
-/* A close with no object behind it: the slot is in the upper 32 bits. */
-#define URING_ORPHAN_TAG URING_STEP_MASK
 
 enum uop_kind {
 	UOP_ACCEPT = 1,
@@ -107,6 +105,8 @@ struct uring_flavor {
 	void (*prep_open)(struct io_uring_sqe *sqe, int dfd, const char *path,
 			  struct orcd_open_how *how, int slot);
 	void (*prep_close)(struct io_uring_sqe *sqe, int slot);
+	/* Close `slot` now, outside the ring: 0 or -errno. */
+	int (*close_now)(struct io_uring *ring, int slot);
 	/* The CQE result an accept/open into `slot` has on success. */
 	int (*ok_result)(int slot);
 };
@@ -271,7 +271,7 @@ struct unotify {
 	unsigned gen; /* the cache's fd generation the poll watches */
 } __attribute__((aligned(URING_ALIGN)));
 
-#define URING_NOTIFY_GEN_MASK 31u /* below URING_ORPHAN_TAG */
+#define URING_NOTIFY_GEN_MASK 31u /* within URING_STEP_MASK */
 
 /* What the loop reports up to the transport (uring_conn.c). */
 struct uring_hooks {
@@ -332,10 +332,12 @@ struct uring_worker {
 	bool install_warned;	/* an install failed once: said so */
 	unsigned sock_fds;	/* sockets installed as fds (sock_fd, sf_sock) */
 	unsigned sock_fds_max;	/* at most this many (uring_sock_fds_max) */
-	/* Tests: every Nth SENDMSG completes -EAGAIN instead, and every
-	 * Nth submit is refused as a full CQ refuses it (0: none). */
+	/* Tests: every Nth SENDMSG completes -EAGAIN instead, every Nth
+	 * submit is refused as a full CQ refuses it, and every Nth accepted
+	 * socket finds no memory for its connection (0: none). */
 	unsigned fault_eagain_every, fault_eagain_n;
 	unsigned fault_refuse_every, fault_refuse_n;
+	unsigned fault_nomem_every, fault_nomem_n;
 	unsigned chains_inflight;
 	/* Waits: how many CQEs the next asks for (wait_batch.h), sends
 	 * submitted since the last, and whether the ring is entered by its
@@ -378,6 +380,7 @@ void uring_prep_eagain_nop(struct io_uring_sqe *sqe);
 void uring_fault_setup(struct uring_worker *uw);
 bool uring_fault_send_eagain(struct uring_worker *uw);
 bool uring_fault_submit_refused(struct uring_worker *uw);
+bool uring_fault_conn_nomem(struct uring_worker *uw);
 void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot);
 void uring_br_setup(struct uring_worker *uw);
 void uring_br_recycle(struct uring_worker *uw, unsigned bid);

@@ -776,7 +776,9 @@ static void accepted(struct uring_worker *uw, int slot,
 {
 	struct uconn *c = uw->free_conns;
 
-	if (c)
+	if (uring_fault_conn_nomem(uw))
+		c = NULL; /* a test's: as if no memory were left */
+	else if (c)
 		uw->free_conns = c->next;
 	else
 		c = aligned_alloc(URING_ALIGN, sizeof(*c));

@@ -67,6 +67,14 @@ static void direct_prep_close(struct io_uring_sqe *sqe, int slot)
 	io_uring_prep_close_direct(sqe, (unsigned)slot);
 }
 
+static int direct_close_now(struct io_uring *ring, int slot)
+{
+	int none = -1;
+	int r = io_uring_register_files_update(ring, (unsigned)slot, &none, 1);
+
+	return r < 0 ? r : 0;
+}
+
 static int direct_ok_result(int slot)
 {
 	(void)slot;
@@ -98,6 +106,14 @@ static void specific_prep_close(struct io_uring_sqe *sqe, int slot)
 	io_uring_prep_close(sqe, slot);
 }
 
+static int specific_close_now(struct io_uring *ring, int slot)
+{
+	(void)ring;
+	/* An error still gives the fd up; the caller keeps the slot out of
+	 * use all the same. */
+	return close(slot) ? -errno : 0;
+}
+
 static int specific_ok_result(int slot)
 {
 	return slot;
@@ -110,6 +126,7 @@ const struct uring_flavor uring_flavor_direct = {
 	.prep_accept = direct_prep_accept,
 	.prep_open = direct_prep_open,
 	.prep_close = direct_prep_close,
+	.close_now = direct_close_now,
 	.ok_result = direct_ok_result,
 };
 
@@ -121,6 +138,7 @@ const struct uring_flavor uring_flavor_specific = {
 	.prep_accept = specific_prep_accept,
 	.prep_open = specific_prep_open,
 	.prep_close = specific_prep_close,
+	.close_now = specific_close_now,
 	.ok_result = specific_ok_result,
 };
 
@@ -304,6 +322,9 @@ static unsigned fault_every(struct uring_worker *uw, const char *name)
  * the stop's retries). With a tiny ring (ORCD_URING_ENTRIES) and a busy
  * test, work then finds the SQ full (tens of times a run; counted by
  * orcd_sq_full_total), on any kernel.
+ *
+ * ORCD_URING_CONN_NOMEM=N gives every Nth accepted socket no memory for
+ * its connection, as a failed allocation would: it is closed unanswered.
  */
 void uring_fault_setup(struct uring_worker *uw)
 {
@@ -317,6 +338,11 @@ void uring_fault_setup(struct uring_worker *uw)
 		log_msg(LOG_WARNING,
 			"worker %u: ORCD_URING_SUBMIT_REFUSE=%u: every Nth submit is refused",
 			uw->w->id, uw->fault_refuse_every);
+	uw->fault_nomem_every = fault_every(uw, "ORCD_URING_CONN_NOMEM");
+	if (uw->fault_nomem_every)
+		log_msg(LOG_WARNING,
+			"worker %u: ORCD_URING_CONN_NOMEM=%u: every Nth connection finds no memory",
+			uw->w->id, uw->fault_nomem_every);
 	if (!n)
 		return;
 	/* The ring is empty yet: this NOP and its CQE are all there is. */
@@ -353,6 +379,11 @@ bool uring_fault_send_eagain(struct uring_worker *uw)
 bool uring_fault_submit_refused(struct uring_worker *uw)
 {
 	return every_nth(uw->fault_refuse_every, &uw->fault_refuse_n);
+}
+
+bool uring_fault_conn_nomem(struct uring_worker *uw)
+{
+	return every_nth(uw->fault_nomem_every, &uw->fault_nomem_n);
 }
 
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap)

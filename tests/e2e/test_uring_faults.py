@@ -470,6 +470,44 @@ def refused_submits_lose_nothing():
 
 
 @orcdtest.case
+def connections_without_memory_are_closed():
+    """Every third accepted socket finds no memory for its connection
+    (ORCD_URING_CONN_NOMEM=3, as a failed allocation would). It is closed
+    unanswered, outside the ring (whose SQ may be full at such a moment),
+    and its slot is free at once for whatever waits for one: with more
+    clients than slots the others are served whole, and the stop is
+    clean (fds, slots and chains back: with_server)."""
+    def body(srv):
+        names = make_files(srv, 4)
+        served = refused = 0
+        # One at a time: twelve accepts in a row, so every third of them
+        # is refused whatever the count stood at.
+        for i in range(12):
+            with srv.conn(timeout=10) as c:
+                c.send(build_request("GET", "/" + names[i % 4]))
+                try:
+                    r = c.read_response()
+                except ConnectionResetError:
+                    r = None  # closed with our request unread
+                if r is None:
+                    refused += 1
+                else:
+                    eq(r.status, 200, "a served connection's status")
+                    served += 1
+        eq(refused, 4, "connections closed unanswered of 12")
+        st = load(srv, names, mutate=False, duration=3)
+        print("# one at a time: served %d, refused %d; under load: %s"
+              % (served, refused, st.line()))
+        log = srv.stderr_text()
+        check(log.count("no memory for a connection") >= 4,
+              "the refusals were not logged")
+        check("slot leaked" not in log, "a slot leaked")
+    m = with_server(body, env={"ORCD_URING_CONN_NOMEM": "3"})
+    check(m["orcd_slot_waits_total"] > 0,
+          "no work waited for a slot: freed slots were handed to no one")
+
+
+@orcdtest.case
 def burst_beyond_provided_buffers():
     """Idle keep-alive connections hold no request buffer (the kernel
     picks one from a provided-buffer ring when bytes arrive). With a
