@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,20 +42,27 @@
  * submissions, because the kernel ends an open link at the end of each
  * io_uring_enter. Submits early when the SQ is short (counted).
  */
+/* Submit what is queued, now; the kernel (or the test knob) may refuse
+ * it for a while (-EBUSY), anything else is fatal. */
+static void submit_now(struct uring_worker *uw)
+{
+	int r = -EBUSY;
+
+	if (!uring_fault_submit_refused(uw)) {
+		r = io_uring_submit(&uw->ring);
+		STAT_INC(uw->w, submits);
+	}
+	if (r < 0 && r != -EBUSY && r != -EAGAIN) {
+		log_msg(LOG_ERR, "worker %u: io_uring_submit: %s", uw->w->id,
+			strerror(-r));
+		uw->fatal = r;
+	}
+}
+
 struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need)
 {
 	if (io_uring_sq_space_left(&uw->ring) < need) {
-		int r = -EBUSY;
-
-		if (!uring_fault_submit_refused(uw)) {
-			r = io_uring_submit(&uw->ring);
-			STAT_INC(uw->w, submits);
-		}
-		if (r < 0 && r != -EBUSY && r != -EAGAIN) {
-			log_msg(LOG_ERR, "worker %u: io_uring_submit: %s",
-				uw->w->id, strerror(-r));
-			uw->fatal = r;
-		}
+		submit_now(uw);
 		if (io_uring_sq_space_left(&uw->ring) < need) {
 			STAT_INC(uw->w, sq_full);
 			return NULL;
@@ -155,13 +163,28 @@ void uring_close_sock_fds(struct uconn *c, bool kept)
 
 /*
  * Close a slot nothing else refers to (a socket we could not take on,
- * out of memory). Outside the ring, so that it needs no SQ room, the
- * one other thing such a moment may lack; the slot is free at once.
+ * out of memory), outside the ring: such a moment may lack SQ room too.
+ * The slot is free at once. A direct socket is shut down first where
+ * the SQ has room, submitted before its removal so that it finds the
+ * socket: on 6.1 the removed socket stays open while recvs submitted
+ * before the removal wait (see close_sock()), and its peer would wait
+ * with them. Without room, it does.
  */
 void uring_close_orphan(struct uring_worker *uw, int slot)
 {
-	int r = uw->fl->close_now(&uw->ring, slot);
+	int r;
 
+	if (!uw->fl->real_fds) {
+		struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+
+		if (sqe) {
+			io_uring_prep_shutdown(sqe, slot, SHUT_RDWR);
+			sqe->flags |= uw->fl->slot_sqe_flag;
+			io_uring_sqe_set_data64(sqe, 0);
+			submit_now(uw);
+		}
+	}
+	r = uw->fl->close_now(&uw->ring, slot);
 	if (r < 0) {
 		/* It may still hold the socket: leaking one slot is safer
 		 * than handing it out again. */

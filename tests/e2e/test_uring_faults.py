@@ -473,28 +473,46 @@ def refused_submits_lose_nothing():
 def connections_without_memory_are_closed():
     """Every third accepted socket finds no memory for its connection
     (ORCD_URING_CONN_NOMEM=3, as a failed allocation would). It is closed
-    unanswered, outside the ring (whose SQ may be full at such a moment),
-    and its slot is free at once for whatever waits for one: with more
-    clients than slots the others are served whole, and the stop is
-    clean (fds, slots and chains back: with_server)."""
+    unanswered and at once, even while an idle keep-alive connection
+    holds a recv in flight (on 6.1 such a recv keeps a direct
+    descriptor's removed socket open until it completes), and its slot
+    is free for whatever waits for one: with more clients than slots the
+    others are served whole, and the stop is clean (fds, slots and
+    chains back: with_server)."""
+    def get(srv, name):
+        """A connection with one request: (its response or None where it
+        was closed unanswered, the connection)."""
+        c = srv.conn(timeout=10)  # well inside idle_timeout below
+        c.send(build_request("GET", "/" + name))
+        try:
+            return c.read_response(), c
+        except ConnectionResetError:
+            return None, c  # closed with our request unread
+
     def body(srv):
         names = make_files(srv, 4)
+        idle = None
+        for _ in range(3):  # one in three is refused
+            r, c = get(srv, names[0])
+            if r is not None:
+                idle = c
+                break
+            c.close()
+        check(idle is not None, "three connections in a row refused")
         served = refused = 0
-        # One at a time: twelve accepts in a row, so every third of them
-        # is refused whatever the count stood at.
+        # One at a time (and one worker: orcdtest writes threads 1):
+        # twelve accepts in a row, so every third of them is refused
+        # whatever the count stood at.
         for i in range(12):
-            with srv.conn(timeout=10) as c:
-                c.send(build_request("GET", "/" + names[i % 4]))
-                try:
-                    r = c.read_response()
-                except ConnectionResetError:
-                    r = None  # closed with our request unread
+            r, c = get(srv, names[i % 4])
+            with c:
                 if r is None:
                     refused += 1
                 else:
                     eq(r.status, 200, "a served connection's status")
                     served += 1
         eq(refused, 4, "connections closed unanswered of 12")
+        idle.close()
         st = load(srv, names, mutate=False, duration=3)
         print("# one at a time: served %d, refused %d; under load: %s"
               % (served, refused, st.line()))
@@ -502,7 +520,9 @@ def connections_without_memory_are_closed():
         check(log.count("no memory for a connection") >= 4,
               "the refusals were not logged")
         check("slot leaked" not in log, "a slot leaked")
-    m = with_server(body, env={"ORCD_URING_CONN_NOMEM": "3"})
+        check("freed twice" not in log, "a slot freed twice")
+    m = with_server(body, extra="idle_timeout 30s;\n",
+                    env={"ORCD_URING_CONN_NOMEM": "3"})
     check(m["orcd_slot_waits_total"] > 0,
           "no work waited for a slot: freed slots were handed to no one")
 
