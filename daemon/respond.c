@@ -130,6 +130,18 @@ static int lookup(struct orcd_config *cfg, const struct respond_lookup *lk,
 	return lk->fn(lk->ctx, cfg, plan->relpath, &plan->meta);
 }
 
+/* Whether the answer may carry none of the file's bytes: a HEAD, an
+ * empty file, or a precondition or range that can turn it into a 304,
+ * 412 or 416. */
+static bool may_send_no_bytes(const struct http_request *req,
+			      const struct file_meta *meta)
+{
+	return req->method == HTTP_METHOD_HEAD || meta->size == 0 ||
+	       req->if_match.n || req->if_unmodified_since.n ||
+	       req->if_none_match.n || req->if_modified_since.n ||
+	       req->range.n;
+}
+
 static int resolve_target(struct orcd_config *cfg,
 			  const struct respond_lookup *lk,
 			  const struct http_request *req, bool trailing,
@@ -170,10 +182,12 @@ static int resolve_target(struct orcd_config *cfg,
 	}
 	if (!S_ISREG(plan->meta.mode))
 		return 404;
-	if (!fdp && req->method == HTTP_METHOD_HEAD) {
-		/* The O_PATH lookup needs no read permission, and a HEAD has
-		 * no chain whose open would find out: ask (a cache may know)
-		 * or open it here, so HEAD answers 403 where GET does. */
+	if (!fdp && may_send_no_bytes(req, &plan->meta)) {
+		/* The O_PATH lookup needs no read permission, and an answer
+		 * without the file's bytes has no open that would find out:
+		 * ask (a cache may know) or open it here, so that it is 403
+		 * wherever a transfer's would be, before any precondition or
+		 * range could say what the file is. */
 		int fd;
 
 		if (lk && lk->readable) {

@@ -12,6 +12,7 @@ import pwd
 import random
 import socket
 import subprocess
+import time
 import sys
 
 import orcdtest
@@ -125,6 +126,7 @@ def files_only_root_can_read_are_refused():
     try:
         secret = srv.write_file("secret.txt", b"root only\n")
         os.chmod(secret, 0o600)
+        os.chmod(srv.write_file("empty.txt", b""), 0o600)
         srv.start()
         # Every engine answers 403 and keeps the connection: the io_uring
         # engines plan from an O_PATH lookup that needs no read
@@ -136,6 +138,23 @@ def files_only_root_can_read_are_refused():
                 eq(r.status, 403, "%s of a root-only file as nobody"
                    % method)
                 check(b"root only" not in r.body, "secret in the body")
+            # Nor does any answer that sends none of its bytes (a
+            # precondition's, a range's, an empty file's) say more about
+            # it: the ETag names its inode, size and mtime.
+            for name, headers in (
+                    ("secret.txt", {"If-None-Match": "*"}),
+                    ("secret.txt", {"If-Match": '"x"'}),
+                    ("secret.txt", {"Range": "bytes=999-"}),
+                    ("secret.txt", {"If-Modified-Since":
+                                    orcdtest.http_date(time.time())}),
+                    ("empty.txt", {})):
+                c.send(orcdtest.build_request("GET", "/" + name, headers))
+                r = c.read_response()
+                eq(r.status, 403, "GET /%s with %s as nobody"
+                   % (name, headers))
+                check(r.header("etag") is None and
+                      r.header("content-range") is None,
+                      "file facts in a 403: %r" % r)
             c.send(orcdtest.build_request("GET", "/hello.txt"))
             eq(c.read_response().body, HELLO, "same connection after 403")
         eq(srv.get("/hello.txt").status, 200, "readable file")
