@@ -120,6 +120,13 @@ static bool in_get(struct h1_conn *c)
 	return c->in != NULL;
 }
 
+/* Forget what is buffered, and the parse of it. */
+static void in_clear(struct h1_conn *c)
+{
+	c->in_len = 0;
+	memset(&c->parse, 0, sizeof(c->parse));
+}
+
 /* Give the request buffer back while nothing is buffered in it: an idle
  * keep-alive connection holds none. */
 static void in_put(struct h1_conn *c)
@@ -240,7 +247,7 @@ static void release(struct h1_conn *c)
 	if (c->cfg)
 		server_cfg_unpin(hw->w, c->cfg);
 	c->cfg = NULL;
-	c->in_len = 0;
+	in_clear(c);
 	in_put(c);
 	STAT_DEC(hw->w, conns_open);
 }
@@ -261,7 +268,7 @@ static void conn_close(struct h1_conn *c, bool abortive)
 		return;
 	}
 	/* Whatever is still buffered will never be answered. */
-	c->in_len = 0;
+	in_clear(c);
 	c->linger_deadline = mono_ms() + LINGER_MS;
 	c->state = H1_LINGERING;
 	hw->tp->linger(c, true, c->linger_deadline);
@@ -373,13 +380,20 @@ static void input(struct h1_conn *c)
 		.max_header_bytes = cfg->max_header_bytes,
 		.max_headers = cfg->max_headers,
 	};
+	enum http_parse_result r;
 	int status = 0;
 
 	if (!c->in_len) {
 		read_more(c);
 		return;
 	}
-	switch (http_parse_request(c->in, c->in_len, &lim, &c->req, &status)) {
+	/* From where the last parse of this head stopped: a head that
+	 * trickles in is scanned once, however many pieces it comes in. */
+	r = http_parse_more(c->in, c->in_len, &lim, &c->req, &status,
+			    &c->parse);
+	if (r != HTTP_PARSE_INCOMPLETE)
+		memset(&c->parse, 0, sizeof(c->parse));
+	switch (r) {
 	case HTTP_PARSE_INCOMPLETE:
 		if (c->in_len >= c->in_cap)
 			fail(c, 431);

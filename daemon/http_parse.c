@@ -2,14 +2,16 @@
 /*
  * HTTP/1.x request-head parser (RFC 9112).
  *
- * The parser keeps no state between calls: the caller passes everything
- * received so far and it scans from the start. Every outcome is decided
+ * The caller passes everything received so far. Every outcome is decided
  * at one byte position, in order: a limit fails at the first byte past
  * it, a method byte is checked as it arrives, a line is judged when its
  * end arrives. The parser returns INCOMPLETE only when it runs out of
  * input before any decision. So every prefix of a request gets either
  * INCOMPLETE or exactly the answer of the whole request, and no input can
- * keep it asking for more once a limit is passed.
+ * keep it asking for more once a limit is passed. It is also why a parse
+ * can go on where the last one ran out (http_parse_more(), with the
+ * state it left): nothing before that point can change its answer, and a
+ * head sent a byte at a time costs one scan, not one per byte.
  *
  * It is strict where leniency lets two parsers disagree about message
  * boundaries (RFC 9112 section 11.2): any Transfer-Encoding, a duplicate
@@ -27,13 +29,11 @@ struct parse_ctx {
 	const struct http_limits *lim;
 	struct http_request *req;
 	int *status;
-	unsigned fields;
-	bool host_field;      /* a Host header field was seen */
-	bool conn_close;      /* Connection: close */
-	bool conn_keep_alive; /* Connection: keep-alive */
-	bool absolute_form;
-	struct http_str authority; /* from an absolute-form target */
+	struct http_parse_state *st;
 };
+
+/* http_parse_state.phase */
+enum { PH_NEW, PH_LEADING, PH_REQUEST_LINE, PH_FIELDS };
 
 /* tchar, RFC 9110 section 5.6.2 */
 static bool is_tchar(unsigned char c)
@@ -96,24 +96,29 @@ static enum http_parse_result fail(struct parse_ctx *c, int status)
 }
 
 /*
- * Find the line starting at start. Bare LF ends a line as well as CRLF; a
- * CR followed by anything else is an error. On success [start, *end) is
- * the line without its terminator and *next is where the next one begins.
+ * Find the end of the line that begins at st->line, looking at bytes from
+ * st->scan on (what an earlier call looked at is not looked at again).
+ * Bare LF ends a line as well as CRLF; a CR followed by anything else is
+ * an error. On success [st->line, *end) is the line without its
+ * terminator and *next is where the next one begins.
  */
-static enum http_parse_result scan_line(struct parse_ctx *c, size_t start,
-					bool request_line, size_t *end,
-					size_t *next)
+static enum http_parse_result scan_line(struct parse_ctx *c, bool request_line,
+					size_t *end, size_t *next)
 {
-	bool in_method = request_line;
+	struct http_parse_state *st = c->st;
+	size_t start = st->line;
 	size_t i;
 
-	for (i = start;; i++) {
+	for (i = st->scan;; i++) {
 		unsigned char ch;
 
-		if (i >= c->len)
+		if (i >= c->len) {
+			st->scan = i;
 			return HTTP_PARSE_INCOMPLETE;
+		}
 		if (i >= c->lim->max_header_bytes)
 			return fail(c, 431);
+		st->looked++;
 		ch = (unsigned char)c->buf[i];
 		if (ch == '\n') {
 			*end = i;
@@ -121,8 +126,10 @@ static enum http_parse_result scan_line(struct parse_ctx *c, size_t start,
 			return HTTP_PARSE_OK;
 		}
 		if (ch == '\r') {
-			if (i + 1 >= c->len)
+			if (i + 1 >= c->len) {
+				st->scan = i; /* its LF is still to come */
 				return HTTP_PARSE_INCOMPLETE;
+			}
 			if (i + 1 >= c->lim->max_header_bytes)
 				return fail(c, 431);
 			if (c->buf[i + 1] != '\n')
@@ -135,13 +142,20 @@ static enum http_parse_result scan_line(struct parse_ctx *c, size_t start,
 			return fail(c, 414);
 		/* Judge the method byte by byte so that a client speaking
 		 * something else (a TLS hello, say) is refused at once. */
-		if (in_method) {
+		if (st->in_method) {
 			if (ch == ' ')
-				in_method = false;
+				st->in_method = false;
 			else if (!is_tchar(ch))
 				return fail(c, 400);
 		}
 	}
+}
+
+/* The next line begins at pos: nothing of it looked at yet. */
+static void line_at(struct http_parse_state *st, size_t pos)
+{
+	st->line = pos;
+	st->scan = pos;
 }
 
 /* "HTTP/1.1" -> 1, "HTTP/1.0" -> 0, other "HTTP/d.d" -> -505, else -400. */
@@ -246,12 +260,12 @@ static int parse_absolute_form(struct parse_ctx *c, struct http_str t)
 	for (i = skip;
 	     i < t.n && t.p[i] != '/' && t.p[i] != '?' && t.p[i] != '#'; i++)
 		;
-	c->authority = str(t.p + skip, i - skip);
+	c->st->authority = str(t.p + skip, i - skip);
 	/* userinfo ("user@host") is deprecated and a phishing tool: RFC
 	 * 9110 section 4.2.4 says to treat it as an error. */
-	if (!valid_authority(c->authority))
+	if (!valid_authority(c->st->authority))
 		return 400;
-	c->absolute_form = true;
+	c->st->absolute_form = true;
 	split_target(c->req, t.p + i, t.n - i);
 	if (i == t.n || t.p[i] != '/')
 		c->req->path = str(root, 1);
@@ -346,9 +360,9 @@ static void parse_connection(struct parse_ctx *c, struct http_str v)
 			j++;
 		tok = trim_ows(str(v.p + i, j - i));
 		if (http_str_eq_ci(tok, "close"))
-			c->conn_close = true;
+			c->st->conn_close = true;
 		else if (http_str_eq_ci(tok, "keep-alive"))
-			c->conn_keep_alive = true;
+			c->st->conn_keep_alive = true;
 		i = j + 1;
 	}
 }
@@ -395,9 +409,9 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 	switch (name.n) {
 	case 4:
 		if (http_str_eq_ci(name, "host")) {
-			if (c->host_field || !valid_authority(v))
+			if (c->st->host_field || !valid_authority(v))
 				return 400;
-			c->host_field = true;
+			c->st->host_field = true;
 			req->has_host = true;
 			req->host = v;
 		}
@@ -453,7 +467,7 @@ static enum http_parse_result parse_field_line(struct parse_ctx *c, size_t s,
 	size_t i;
 	int st;
 
-	if (++c->fields > c->lim->max_headers)
+	if (++c->st->fields > c->lim->max_headers)
 		return fail(c, 431);
 	for (i = s; i < e && is_tchar((unsigned char)p[i]); i++)
 		;
@@ -477,17 +491,17 @@ static enum http_parse_result finish(struct parse_ctx *c, size_t head_len)
 	struct http_request *req = c->req;
 
 	/* RFC 9112 3.2: a 1.1 request without Host is a 400. */
-	if (req->version_minor == 1 && !c->host_field)
+	if (req->version_minor == 1 && !c->st->host_field)
 		return fail(c, 400);
 	/* The authority of an absolute-form target overrides Host. */
-	if (c->absolute_form) {
-		req->host = c->authority;
+	if (c->st->absolute_form) {
+		req->host = c->st->authority;
 		req->has_host = true;
 	}
 	if (req->version_minor == 1)
-		req->keep_alive = !c->conn_close;
+		req->keep_alive = !c->st->conn_close;
 	else
-		req->keep_alive = c->conn_keep_alive && !c->conn_close;
+		req->keep_alive = c->st->conn_keep_alive && !c->st->conn_close;
 	/* An unread body would be parsed as the next request. */
 	if (req->content_length > 0)
 		req->keep_alive = false;
@@ -495,9 +509,10 @@ static enum http_parse_result finish(struct parse_ctx *c, size_t head_len)
 	return HTTP_PARSE_OK;
 }
 
-enum http_parse_result http_parse_request(const char *buf, size_t len,
-					  const struct http_limits *lim,
-					  struct http_request *req, int *status)
+enum http_parse_result http_parse_more(const char *buf, size_t len,
+				       const struct http_limits *lim,
+				       struct http_request *req, int *status,
+				       struct http_parse_state *st)
 {
 	struct parse_ctx c = {
 		.buf = buf,
@@ -505,50 +520,75 @@ enum http_parse_result http_parse_request(const char *buf, size_t len,
 		.lim = lim,
 		.req = req,
 		.status = status,
+		.st = st,
 	};
 	enum http_parse_result r;
-	size_t pos = 0, end, next;
+	size_t pos, end, next;
 
-	memset(req, 0, sizeof(*req));
-	req->version_minor = 1;
 	*status = 0;
-
+	if (st->phase == PH_NEW) {
+		memset(st, 0, sizeof(*st));
+		memset(req, 0, sizeof(*req));
+		req->version_minor = 1;
+		st->phase = PH_LEADING;
+	}
 	/* Empty lines before the request line are skipped (RFC 9112 2.2);
 	 * they count against the head limit, so they cannot go on forever. */
-	for (;;) {
-		if (pos >= len)
+	for (pos = st->line; st->phase == PH_LEADING;) {
+		if (pos >= len) {
+			line_at(st, pos);
 			return HTTP_PARSE_INCOMPLETE;
+		}
 		if (pos >= lim->max_header_bytes)
 			return fail(&c, 431);
 		if (buf[pos] == '\n') {
 			pos++;
 			continue;
 		}
-		if (buf[pos] != '\r')
+		if (buf[pos] != '\r') {
+			line_at(st, pos);
+			st->in_method = true;
+			st->phase = PH_REQUEST_LINE;
 			break;
-		if (pos + 1 >= len)
+		}
+		if (pos + 1 >= len) {
+			line_at(st, pos);
 			return HTTP_PARSE_INCOMPLETE;
+		}
 		if (pos + 1 >= lim->max_header_bytes)
 			return fail(&c, 431);
 		if (buf[pos + 1] != '\n')
 			return fail(&c, 400);
 		pos += 2;
 	}
-	r = scan_line(&c, pos, true, &end, &next);
-	if (r != HTTP_PARSE_OK)
-		return r;
-	r = parse_request_line(&c, pos, end);
-	if (r != HTTP_PARSE_OK)
-		return r;
-	for (;;) {
-		pos = next;
-		r = scan_line(&c, pos, false, &end, &next);
+	if (st->phase == PH_REQUEST_LINE) {
+		r = scan_line(&c, true, &end, &next);
 		if (r != HTTP_PARSE_OK)
 			return r;
-		if (end == pos)
-			return finish(&c, next);
-		r = parse_field_line(&c, pos, end);
+		r = parse_request_line(&c, st->line, end);
 		if (r != HTTP_PARSE_OK)
 			return r;
+		line_at(st, next);
+		st->phase = PH_FIELDS;
 	}
+	for (;;) {
+		r = scan_line(&c, false, &end, &next);
+		if (r != HTTP_PARSE_OK)
+			return r;
+		if (end == st->line)
+			return finish(&c, next);
+		r = parse_field_line(&c, st->line, end);
+		if (r != HTTP_PARSE_OK)
+			return r;
+		line_at(st, next);
+	}
+}
+
+enum http_parse_result http_parse_request(const char *buf, size_t len,
+					  const struct http_limits *lim,
+					  struct http_request *req, int *status)
+{
+	struct http_parse_state st = {0};
+
+	return http_parse_more(buf, len, lim, req, status, &st);
 }

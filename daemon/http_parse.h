@@ -88,6 +88,33 @@ enum http_parse_result http_parse_request(const char *buf, size_t len,
 					  struct http_request *req,
 					  int *status);
 
+/*
+ * Where a parse that ran out of input stopped: the next call with more of
+ * the same head (the same buffer, longer) goes on from there, so a head
+ * that trickles in is scanned once, not once per arrival. All zero for a
+ * new head; a head that ends (OK or ERROR) needs zeroing before the next.
+ */
+struct http_parse_state {
+	unsigned char phase; /* before, in the request line, in the fields */
+	bool in_method;      /* the request line's method is being scanned */
+	size_t line;	     /* where the line being scanned begins */
+	size_t scan;	     /* its first byte not yet looked at */
+	size_t looked;	     /* bytes looked at for line ends, all calls */
+	unsigned fields;
+	bool host_field;      /* a Host header field was seen */
+	bool conn_close;      /* Connection: close */
+	bool conn_keep_alive; /* Connection: keep-alive */
+	bool absolute_form;
+	struct http_str authority; /* from an absolute-form target */
+};
+
+/* http_parse_request() going on from *st: the same outcome at every
+ * length, and req is filled across the calls (set up at the first). */
+enum http_parse_result http_parse_more(const char *buf, size_t len,
+				       const struct http_limits *lim,
+				       struct http_request *req, int *status,
+				       struct http_parse_state *st);
+
 /* Case-insensitive comparison of s with the NUL-terminated lit. */
 bool http_str_eq_ci(struct http_str s, const char *lit);
 

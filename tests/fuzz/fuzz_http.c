@@ -177,6 +177,27 @@ static void check_location(const struct http_request *req)
 	CHECK(trailing && strcmp(back, rel) == 0);
 }
 
+/* Parsed on from where a first piece stopped (http_parse_more, as the
+ * connection core does while a head trickles in): the same outcome and
+ * the same request as in one go. */
+static void check_more(const char *buf, size_t size,
+		       const struct http_limits *lim, enum http_parse_result res,
+		       int status, const struct http_request *req)
+{
+	struct http_parse_state st = {0};
+	struct http_request more;
+	enum http_parse_result r;
+	int mstatus;
+	size_t cut = size ? (unsigned char)buf[size - 1] * 257u % size : 0;
+
+	r = http_parse_more(buf, cut, lim, &more, &mstatus, &st);
+	if (r == HTTP_PARSE_INCOMPLETE)
+		r = http_parse_more(buf, size, lim, &more, &mstatus, &st);
+	CHECK(r == res && mstatus == status);
+	if (r != HTTP_PARSE_INCOMPLETE)
+		CHECK(memcmp(&more, req, sizeof(more)) == 0);
+}
+
 static void run(const char *buf, size_t size, const struct http_limits *lim)
 {
 	struct http_request req, pre;
@@ -185,6 +206,7 @@ static void run(const char *buf, size_t size, const struct http_limits *lim)
 	size_t cut;
 
 	res = http_parse_request(buf, size, lim, &req, &status);
+	check_more(buf, size, lim, res, status, &req);
 	switch (res) {
 	case HTTP_PARSE_INCOMPLETE:
 		return;

@@ -85,6 +85,40 @@ static struct result expect_ok(const char *s)
 }
 
 /*
+ * A request arriving a byte at a time into one buffer, parsed on from
+ * where each call stopped (http_parse_more): the same outcome and the
+ * same request as one parse of the whole, and each call looks only at
+ * bytes no call looked at before (a CR waiting for its LF is looked at
+ * twice), where a parse from the start each time looks at each byte once
+ * per call after it arrived.
+ */
+static void check_parse_more(const char *s, size_t len,
+			     const struct http_limits *lim)
+{
+	char *buf = malloc(len ? len : 1);
+	struct http_parse_state st = {0};
+	struct http_request whole, more;
+	enum http_parse_result r = HTTP_PARSE_INCOMPLETE, rw;
+	int status = -1, status_w = -1;
+	size_t k;
+
+	assert_non_null(buf);
+	memcpy(buf, s, len);
+	rw = http_parse_request(buf, len, lim, &whole, &status_w);
+	for (k = 1; k <= len && r == HTTP_PARSE_INCOMPLETE; k++) {
+		r = http_parse_more(buf, k, lim, &more, &status, &st);
+		if (r == HTTP_PARSE_INCOMPLETE)
+			assert_true(st.scan == k || st.scan + 1 == k);
+	}
+	assert_true(st.looked <= 2 * len);
+	assert_int_equal(r, rw);
+	assert_int_equal(status, status_w);
+	if (r != HTTP_PARSE_INCOMPLETE)
+		assert_memory_equal(&more, &whole, sizeof(whole));
+	free(buf);
+}
+
+/*
  * ...and every prefix of it must give INCOMPLETE or exactly the same
  * outcome: a request arriving byte by byte is judged as a whole one.
  */
@@ -107,6 +141,7 @@ static void check_prefixes(const char *s, size_t len,
 		result_free(&pre);
 	}
 	result_free(&full);
+	check_parse_more(s, len, lim);
 }
 
 /* ---- good requests ---- */
