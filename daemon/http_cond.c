@@ -501,10 +501,14 @@ enum http_range_result http_range_parse(struct http_str range, uint64_t size,
 		return HTTP_RANGE_NONE;
 	if (count > 1)
 		return HTTP_RANGE_MULTI;
-	/* Nothing of an empty representation can be selected, and a suffix
-	 * of zero bytes selects nothing (RFC 9110 14.1.1). */
-	if (size == 0 || (suffix && a == 0) || (!suffix && a >= size))
+	/* A suffix of zero bytes selects nothing, nor does a first position
+	 * at or past the end. A suffix of more is satisfiable even on an
+	 * empty representation (RFC 9110 14.1.1), but no 206 can carry zero
+	 * bytes: the Range is then ignored (14.2) and the answer is 200. */
+	if ((suffix && a == 0) || (!suffix && a >= size))
 		return HTTP_RANGE_UNSATISFIABLE;
+	if (size == 0)
+		return HTTP_RANGE_NONE;
 	if (suffix) {
 		*first = a >= size ? 0 : size - a;
 		*last = size - 1;
