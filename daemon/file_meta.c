@@ -11,9 +11,10 @@
 int file_meta_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
 		     struct file_meta *meta, int *fd_out)
 {
-	/* RESOLVE_BENEATH refuses ".." and absolute symlinks that leave the
-	 * root while allowing links that stay inside it, which is what a
-	 * static site with relative symlinks expects. O_NONBLOCK keeps a FIFO
+	/* RESOLVE_BENEATH refuses ".." out of the root and every absolute
+	 * symlink (even one into the root) while allowing relative links
+	 * that stay inside it, which is what a static site with relative
+	 * symlinks expects. O_NONBLOCK keeps a FIFO
 	 * planted in the root from blocking the worker. */
 	struct open_how how = {
 		.flags = (fd_out ? O_RDONLY | O_NONBLOCK | O_NOCTTY : O_PATH) |
