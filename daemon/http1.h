@@ -133,7 +133,8 @@ struct h1_conn {
 	char *in; /* request bytes (NULL while none are buffered) */
 	size_t in_len, in_cap;
 	struct http_request req;
-	/* Where the parse of a head still arriving stopped (zero: none). */
+	/* Where the parse of a head still arriving stopped (zero: none).
+	 * req already points into in then: in must not move meanwhile. */
 	struct http_parse_state parse;
 	struct h1_resp *resp;	 /* the response being sent */
 	struct orcd_config *cfg; /* held while a response is planned */

@@ -517,7 +517,7 @@ enum http_parse_result http_parse_more(const char *buf, size_t len,
 	struct parse_ctx c = {
 		.buf = buf,
 		.len = len,
-		.lim = lim,
+		.lim = &st->lim,
 		.req = req,
 		.status = status,
 		.st = st,
@@ -530,8 +530,10 @@ enum http_parse_result http_parse_more(const char *buf, size_t len,
 		memset(st, 0, sizeof(*st));
 		memset(req, 0, sizeof(*req));
 		req->version_minor = 1;
+		st->lim = *lim;
 		st->phase = PH_LEADING;
 	}
+	lim = &st->lim;
 	/* Empty lines before the request line are skipped (RFC 9112 2.2);
 	 * they count against the head limit, so they cannot go on forever. */
 	for (pos = st->line; st->phase == PH_LEADING;) {

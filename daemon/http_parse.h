@@ -95,6 +95,9 @@ enum http_parse_result http_parse_request(const char *buf, size_t len,
  * new head; a head that ends (OK or ERROR) needs zeroing before the next.
  */
 struct http_parse_state {
+	/* The limits the head is judged by, whatever later calls pass (a
+	 * reload between two pieces changes only the next head's). */
+	struct http_limits lim;
 	unsigned char phase; /* before, in the request line, in the fields */
 	bool in_method;      /* the request line's method is being scanned */
 	size_t line;	     /* where the line being scanned begins */
@@ -109,7 +112,8 @@ struct http_parse_state {
 };
 
 /* http_parse_request() going on from *st: the same outcome at every
- * length, and req is filled across the calls (set up at the first). */
+ * length, and req is filled across the calls (set up at the first, as
+ * the limits are: lim is read only then). */
 enum http_parse_result http_parse_more(const char *buf, size_t len,
 				       const struct http_limits *lim,
 				       struct http_request *req, int *status,

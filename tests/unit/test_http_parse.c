@@ -995,6 +995,47 @@ static void test_split_bad(void **state)
 	}
 }
 
+/* A head is judged by the limits of its first piece: a reload that
+ * changes them between two pieces changes only the next head's. */
+static void test_limits_fixed_at_head_start(void **state)
+{
+	(void)state;
+	/* The rest would fail the tight limits if judged by them. */
+	static const char *const first[] = {
+		"GET /aaaaaaaaaa",
+		"GET / HTTP/1.1\r\nHost: a\r\n",
+	};
+	static const char *const rest[] = {
+		"aaaaaaaaaaaaaa HTTP/1.1\r\nHost: a\r\n\r\n",
+		"A: 1\r\nB: 2\r\n\r\n",
+	};
+	const struct http_limits tight = {20, 1000, 1};
+
+	for (size_t i = 0; i < 2; i++) {
+		struct http_parse_state st = {0};
+		struct http_request req;
+		char buf[128];
+		size_t n1 = strlen(first[i]), n = n1 + strlen(rest[i]);
+		int status = -1;
+
+		memcpy(buf, first[i], n1);
+		memcpy(buf + n1, rest[i], n - n1);
+		assert_int_equal(http_parse_more(buf, n1, &lim_default, &req,
+						 &status, &st),
+				 HTTP_PARSE_INCOMPLETE);
+		assert_int_equal(http_parse_more(buf, n, &tight, &req, &status,
+						 &st),
+				 HTTP_PARSE_OK);
+		assert_int_equal(req.head_len, n);
+		/* The next head starts under the new ones. */
+		memset(&st, 0, sizeof(st));
+		assert_int_equal(http_parse_more(buf, n, &tight, &req, &status,
+						 &st),
+				 HTTP_PARSE_ERROR);
+		assert_int_equal(status, i == 0 ? 414 : 431);
+	}
+}
+
 static void test_pipelined(void **state)
 {
 	(void)state;
@@ -1077,6 +1118,7 @@ int main(void)
 		cmocka_unit_test(test_incomplete),
 		cmocka_unit_test(test_split_good),
 		cmocka_unit_test(test_split_bad),
+		cmocka_unit_test(test_limits_fixed_at_head_start),
 		cmocka_unit_test(test_pipelined),
 		cmocka_unit_test(test_str_eq_ci),
 	};
