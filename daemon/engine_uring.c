@@ -37,11 +37,6 @@
 
 /* ---- submission ---- */
 
-/*
- * An SQE, with room for `need` in total: a chain must never straddle two
- * submissions, because the kernel ends an open link at the end of each
- * io_uring_enter. Submits early when the SQ is short (counted).
- */
 /* Submit what is queued, now; the kernel (or the test knob) may refuse
  * it for a while (-EBUSY), anything else is fatal. */
 static void submit_now(struct uring_worker *uw)
@@ -59,6 +54,11 @@ static void submit_now(struct uring_worker *uw)
 	}
 }
 
+/*
+ * An SQE, with room for `need` in total: a chain must never straddle two
+ * submissions, because the kernel ends an open link at the end of each
+ * io_uring_enter. Submits early when the SQ is short (counted).
+ */
 struct io_uring_sqe *uring_sqe(struct uring_worker *uw, unsigned need)
 {
 	if (io_uring_sq_space_left(&uw->ring) < need) {

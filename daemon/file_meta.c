@@ -14,8 +14,8 @@ int file_meta_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
 	/* RESOLVE_BENEATH refuses ".." out of the root and every absolute
 	 * symlink (even one into the root) while allowing relative links
 	 * that stay inside it, which is what a static site with relative
-	 * symlinks expects. O_NONBLOCK keeps a FIFO
-	 * planted in the root from blocking the worker. */
+	 * symlinks expects. O_NONBLOCK keeps a FIFO planted in the root
+	 * from blocking the worker. */
 	struct open_how how = {
 		.flags = (fd_out ? O_RDONLY | O_NONBLOCK | O_NOCTTY : O_PATH) |
 			 O_CLOEXEC,

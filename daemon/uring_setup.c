@@ -289,8 +289,10 @@ void uring_prep_eagain_nop(struct io_uring_sqe *sqe)
 	sqe->len = (uint32_t)-EAGAIN;
 }
 
-/* A test knob's count N (2 or more; 0 where unset), or 0 with a warning. */
-static unsigned fault_every(struct uring_worker *uw, const char *name)
+/* A test knob's count N (2 or more; 0 where unset), or 0 with a warning.
+ * With `what`, a knob that is on says so. */
+static unsigned fault_every(struct uring_worker *uw, const char *name,
+			    const char *what)
 {
 	const char *env = getenv(name);
 	unsigned long n;
@@ -304,6 +306,9 @@ static unsigned fault_every(struct uring_worker *uw, const char *name)
 			uw->w->id, name, env);
 		return 0;
 	}
+	if (what)
+		log_msg(LOG_WARNING, "worker %u: %s=%lu: %s", uw->w->id, name,
+			n, what);
 	return (unsigned)n;
 }
 
@@ -328,21 +333,15 @@ static unsigned fault_every(struct uring_worker *uw, const char *name)
  */
 void uring_fault_setup(struct uring_worker *uw)
 {
-	unsigned n = fault_every(uw, "ORCD_URING_SEND_EAGAIN");
+	unsigned n = fault_every(uw, "ORCD_URING_SEND_EAGAIN", NULL);
 	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
 	int res = 0;
 
-	uw->fault_refuse_every = fault_every(uw, "ORCD_URING_SUBMIT_REFUSE");
-	if (uw->fault_refuse_every)
-		log_msg(LOG_WARNING,
-			"worker %u: ORCD_URING_SUBMIT_REFUSE=%u: every Nth submit is refused",
-			uw->w->id, uw->fault_refuse_every);
-	uw->fault_nomem_every = fault_every(uw, "ORCD_URING_CONN_NOMEM");
-	if (uw->fault_nomem_every)
-		log_msg(LOG_WARNING,
-			"worker %u: ORCD_URING_CONN_NOMEM=%u: every Nth connection finds no memory",
-			uw->w->id, uw->fault_nomem_every);
+	uw->fault_refuse_every = fault_every(uw, "ORCD_URING_SUBMIT_REFUSE",
+					     "every Nth submit is refused");
+	uw->fault_nomem_every = fault_every(uw, "ORCD_URING_CONN_NOMEM",
+					    "every Nth connection finds no memory");
 	if (!n)
 		return;
 	/* The ring is empty yet: this NOP and its CQE are all there is. */
