@@ -7,10 +7,13 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "mono.h"
@@ -38,7 +41,15 @@ struct access_log {
 	int fd;
 	char *path;   /* NULL for stdout */
 	size_t batch; /* longest write that stays in one piece */
+	/* Shared by the workers' writes: */
+	_Atomic bool torn;	   /* the log ends inside a line */
+	_Atomic uint64_t lost;	   /* lines no write took */
+	_Atomic int64_t report_ms; /* when a failure may be reported */
+	_Atomic uint64_t reported; /* lost as of the last report */
 };
+
+/* At most one report of lost lines per this long (nginx: a minute). */
+#define LOST_REPORT_MS (60 * 1000)
 
 /* 64 KiB batches to a regular file (O_APPEND: one write lands whole);
  * to a pipe only PIPE_BUF bytes are written in one piece. */
@@ -108,20 +119,66 @@ void access_log_close(struct access_log *l)
 	free(l);
 }
 
-/* One batch: whole lines, one write(2) unless the disk is short. */
+static uint64_t count_lines(const char *p, size_t n)
+{
+	uint64_t k = 0;
+
+	for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
+		k++;
+	return k;
+}
+
+/* A write failed: the first failure is said at once, later ones at most
+ * once per LOST_REPORT_MS, each with the lines lost so far. */
+static void lost_lines(struct access_log *l, uint64_t n, int err)
+{
+	uint64_t lost = atomic_fetch_add(&l->lost, n) + n;
+	int64_t now = mono_ms(), when = atomic_load(&l->report_ms);
+
+	if (now < when || !atomic_compare_exchange_strong(&l->report_ms, &when,
+							  now + LOST_REPORT_MS))
+		return;
+	log_msg(LOG_ERR,
+		"access log %s: write failed: %s; %llu lines lost (%llu in all)",
+		l->path ? l->path : "(stdout)", strerror(err),
+		(unsigned long long)(lost -
+				     atomic_exchange(&l->reported, lost)),
+		(unsigned long long)lost);
+}
+
+/* One batch: whole lines, one write(2) unless the disk is short. When a
+ * write stops inside a line (ENOSPC, EFBIG), the rest of the batch is
+ * lost and the log ends in a torn line: the next write that lands begins
+ * with a newline, so that no line is ever glued to the torn one. */
 static void write_batch(void *ctx, const char *p, size_t n)
 {
-	const struct access_log *l = ctx;
+	struct access_log *l = ctx;
+	/* The log ends inside a line of an earlier batch: */
+	bool gap = atomic_exchange(&l->torn, false);
+	bool mid = false; /* or inside one of this batch */
 
 	while (n) {
-		ssize_t w = write(l->fd, p, n);
+		struct iovec v[2] = {{(void *)"\n", 1}, {(void *)p, n}};
+		ssize_t w = gap ? writev(l->fd, v, 2) : write(l->fd, p, n);
 
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return; /* the log is lost, not the server */
-		p += w;
-		n -= (size_t)w;
+		if (w <= 0) {
+			lost_lines(l, count_lines(p, n),
+				   w < 0 ? errno : ENOSPC);
+			if (gap || mid)
+				atomic_store(&l->torn, true);
+			return;
+		}
+		if (gap) { /* the newline went first */
+			gap = false;
+			w--;
+		}
+		if (w) {
+			mid = p[w - 1] != '\n';
+			p += w;
+			n -= (size_t)w;
+		}
 	}
 }
 

@@ -1,12 +1,30 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "config.h"
 #include "conn_budget.h"
 #include "server.h"
+
+/* Started with fd 0, 1 or 2 closed, the server's next descriptor would
+ * take that number: a root fd, then a client's socket, into which
+ * "access_log -" and the error log would write. /dev/null holds each
+ * closed one instead. False when even that fails. */
+static bool stdio_held(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		if (open("/dev/null", fd ? O_WRONLY : O_RDONLY) != fd)
+			return false;
+	}
+	return true;
+}
 
 int main(int argc, char **argv)
 {
@@ -14,6 +32,8 @@ int main(int argc, char **argv)
 	struct orcd_config *cfg;
 	char err[1024];
 
+	if (!stdio_held())
+		return 1;
 	if (cli_parse(argc, argv, &o, err, sizeof(err))) {
 		fprintf(stderr, "orcd: %s (try --help)\n", err);
 		return 2;

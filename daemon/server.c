@@ -861,8 +861,12 @@ static void reopen_access_log(struct orcd_server *s)
 	if (!all_logs_flushed(s, req))
 		log_msg(LOG_WARNING,
 			"reopening the access log: a worker did not write its buffered lines within 2 s; they go to the new file");
-	if (access_log_reopen(s->access_log))
-		log_msg(LOG_ERR, "reopening the access log failed");
+	int e = access_log_reopen(s->access_log);
+
+	if (e)
+		log_msg(LOG_ERR,
+			"reopening the access log %s failed: %s; lines go on to the file it had open",
+			s->cfg->access_log, strerror(-e));
 }
 
 /* Wait for signals and worker exits, and serve the metrics page (m may
@@ -1036,6 +1040,9 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	/* Blocked before any thread exists, so only the signalfd sees them. */
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* An access log at RLIMIT_FSIZE fails its write (EFBIG), which the
+	 * log reports, instead of killing the server. */
+	signal(SIGXFSZ, SIG_IGN);
 	sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s.done_fd = done_fd;

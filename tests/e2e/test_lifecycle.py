@@ -528,6 +528,94 @@ def access_log_reopened_on_sigusr1():
         srv.stop()
 
 
+def read_to_close(c):
+    """Everything the server sends until it closes."""
+    data = b""
+    while True:
+        chunk = c.sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+@orcdtest.case
+def access_log_on_closed_stdout_reaches_no_client():
+    # Started with fd 1 closed, the server's next descriptors would take
+    # it: "access_log -" would then write into a root fd, and after a
+    # reload into a client's socket. /dev/null holds fd 1 instead.
+    with Server() as srv:
+        conf = base_conf(srv).replace("access_log %s;\n" % srv.access_log,
+                                      "access_log -;\n")
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its fds are not ours")
+        set_conf(srv, conf)
+        srv.preexec = lambda: os.close(1)
+        srv.start()
+        eq(os.readlink("/proc/%d/fd/1" % srv.proc.pid), "/dev/null",
+           "what holds fd 1")
+        n = srv.stderr_text().count("configuration reloaded")
+        set_conf(srv, conf.replace("threads 1;", "threads 2;"))
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: srv.stderr_text().count("configuration reloaded")
+                   > n, 10, "the reload")
+        for i in range(8):
+            with srv.conn() as c:
+                c.send(build_request("GET", "/hello.txt",
+                                     {"Connection": "close",
+                                      "User-Agent": "agent-%d" % i}))
+                data = read_to_close(c)
+            check(data.endswith(b"\r\n\r\n" + HELLO) and b"agent-" not in data,
+                  "response %d carries more than its body: %r" % (i, data))
+        eq(os.readlink("/proc/%d/fd/1" % srv.proc.pid), "/dev/null",
+           "what holds fd 1 after the reload")
+        srv.stop()
+
+
+@orcdtest.case
+def access_log_write_failure_is_said_and_tears_no_line():
+    # At RLIMIT_FSIZE a write stops inside a line (EFBIG), as on a full
+    # disk: the loss is said on stderr, the server lives on (SIGXFSZ),
+    # and once writes land again the first begins on a line of its own.
+    import resource
+    limit = 3000
+    with Server() as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
+        srv.preexec = lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                                 (limit, resource.RLIM_INFINITY))
+        srv.start()
+        i = 0
+        while "write failed" not in srv.stderr_text():
+            check(i < 200, "no write failure said after %d requests" % i)
+            eq(srv.get("/hello.txt", {"User-Agent": "before-%d" % i}).status,
+               200, "status while the log is full")
+            i += 1
+            time.sleep(0.05)
+        m = re.search(r"access log (\S+): write failed: File too large; "
+                      r"(\d+) lines lost \((\d+) in all\)", srv.stderr_text())
+        check(m, "the failure, its cause and the loss: %r"
+              % srv.stderr_text())
+        eq(m.group(1), srv.access_log, "the log named")
+        check(int(m.group(2)) >= 1, "lines lost")
+        eq(os.path.getsize(srv.access_log), limit, "the log's size")
+        with open(srv.access_log, "rb") as f:
+            # Torn unless the limit happens to fall at a line's end.
+            torn = not f.read().endswith(b"\n")
+        resource.prlimit(srv.proc.pid, resource.RLIMIT_FSIZE,
+                         (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        for j in range(3):
+            srv.get("/hello.txt", {"User-Agent": "after-%d" % j})
+        wait_until(lambda: sum("after-" in ln for ln in log_lines(srv)) >= 3,
+                   10, "the lines after the limit")
+        lines = log_lines(srv)
+        bad = [ln for ln in lines if not COMBINED.match(ln)]
+        # A torn line glued to the next would hold two of these.
+        eq(len(bad), int(torn), "lines that are not whole: %r" % bad)
+        check(all(ln.count(" - - [") <= 1 for ln in bad),
+              "the torn line stands alone: %r" % bad)
+        srv.stop()
+
+
 # ---- resources ----
 
 def client(srv, i, errors):

@@ -10,6 +10,8 @@ import grp
 import os
 import pwd
 import random
+import re
+import signal
 import socket
 import subprocess
 import time
@@ -181,6 +183,19 @@ def access_log_only_root_may_write():
                    b"/hello.txt" in open(srv.access_log, "rb").read(), 5,
                    "the request's line in the root-only access log")
         eq(os.stat(srv.access_log).st_uid, 0, "log created by root")
+        # A rotation there needs a file nobody may not create: the reopen
+        # fails, says which file and why, and lines go on to the old one.
+        os.rename(srv.access_log, srv.access_log + ".1")
+        srv.signal(signal.SIGUSR1)
+        wait_until(lambda: "reopening the access log" in srv.stderr_text(),
+                   10, "the failed reopen to be said")
+        check(re.search(r"reopening the access log %s failed: Permission "
+                        r"denied" % re.escape(srv.access_log),
+                        srv.stderr_text()), srv.stderr_text())
+        srv.get("/hello.txt", {"User-Agent": "after-rotate"})
+        wait_until(lambda: b"after-rotate" in
+                   open(srv.access_log + ".1", "rb").read(), 5,
+                   "lines going on to the renamed file")
         srv.stop()
     finally:
         srv.cleanup()
