@@ -108,10 +108,12 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	metric(&o, "chains_in_flight", "gauge", "Chains in flight now.",
 	       &t->chains_inflight);
 	metric(&o, "chains_in_flight_peak", "gauge",
-	       "Most chains in flight at once.", &t->chains_inflight_peak);
+	       "Most chains in flight at once in each running worker, summed.",
+	       &t->chains_inflight_peak);
 	metric(&o, "slots_in_use", "gauge", "fd slots in use now.",
 	       &t->slots_inuse);
-	metric(&o, "slots_peak", "gauge", "Most fd slots in use at once.",
+	metric(&o, "slots_peak", "gauge",
+	       "Most fd slots in use at once in each running worker, summed.",
 	       &t->slots_peak);
 	metric(&o, "slot_waits_total", "counter",
 	       "Times work waited for a free slot.", &t->slot_waits);

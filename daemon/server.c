@@ -126,6 +126,8 @@ bool server_stopping(const struct orcd_worker *w)
 struct orcd_generation {
 	struct orcd_worker *workers;
 	unsigned n;
+	/* The sockets only it held are closed (close_retired_listeners). */
+	bool listeners_closed;
 	struct orcd_generation *next;
 };
 
@@ -313,7 +315,7 @@ static bool listen_fd_in_use(const struct orcd_server *s, int fd)
 	if (holds_fd(s->workers, s->n_workers, fd))
 		return true;
 	for (g = s->retiring; g; g = g->next)
-		if (holds_fd(g->workers, g->n, fd))
+		if (!g->listeners_closed && holds_fd(g->workers, g->n, fd))
 			return true;
 	return false;
 }
@@ -334,7 +336,7 @@ static void close_unused_listeners(struct orcd_server *s,
 }
 
 /* Joins a generation no longer on any list: its counters go to
- * s->retired (gauges of a finished worker are 0 by definition) and the
+ * s->retired (gauges, peaks too, of a finished worker are 0) and the
  * listeners only it held are closed. */
 static void generation_free(struct orcd_server *s, struct orcd_generation *g)
 {
@@ -347,15 +349,40 @@ static void generation_free(struct orcd_server *s, struct orcd_generation *g)
 		atomic_store(&w->stats.conns_open, 0);
 		atomic_store(&w->stats.chains_inflight, 0);
 		atomic_store(&w->stats.slots_inuse, 0);
+		/* Its peaks were of its own life, not the server's now. */
+		atomic_store(&w->stats.chains_inflight_peak, 0);
+		atomic_store(&w->stats.slots_peak, 0);
 		stats_add(&s->retired, &w->stats);
 		if (w->wake_fd >= 0)
 			close(w->wake_fd);
 		if (w->cfg)
 			config_put(w->cfg);
 	}
-	close_unused_listeners(s, g->workers, 0, g->n);
+	if (!g->listeners_closed)
+		close_unused_listeners(s, g->workers, 0, g->n);
 	free(g->workers);
 	free(g);
+}
+
+/*
+ * A retired generation whose accepts are all gone closes the sockets only
+ * it held at once, not when its last connection has drained: a client of
+ * an address the reload removed is refused instead of queued where no one
+ * accepts, and a later reload may bind that address again. Its workers
+ * touch their listeners no more once they said server_accepts_gone(), and
+ * no two workers of a generation share one (only passed sockets are
+ * shared, and those never change generation).
+ */
+static void close_retired_listeners(struct orcd_server *s,
+				    struct orcd_generation *g)
+{
+	unsigned k, i;
+
+	g->listeners_closed = true;
+	for (k = 0; k < g->n; k++)
+		for (i = 0; i < g->workers[k].n_listen; i++)
+			if (!listen_fd_in_use(s, g->workers[k].listen_fds[i]))
+				close(g->workers[k].listen_fds[i]);
 }
 
 /* Frees the retiring generations whose workers all returned (all of them
@@ -415,7 +442,7 @@ static uint64_t mono_usec(void)
  * server_accepts_gone() or ended, at most 2s; connections meanwhile wait
  * in the backlog.
  */
-static void wait_accepts_gone(const struct orcd_worker *ws, unsigned n)
+static bool wait_accepts_gone(const struct orcd_worker *ws, unsigned n)
 {
 	uint64_t deadline = mono_usec() + 2000000;
 	struct timespec ms = { 0, 1000000 };
@@ -427,7 +454,7 @@ static void wait_accepts_gone(const struct orcd_worker *ws, unsigned n)
 			    !atomic_load(&ws[k].accepts_gone))
 				break;
 		if (k == n)
-			return;
+			return true;
 		if (mono_usec() >= deadline)
 			break;
 		nanosleep(&ms, NULL);
@@ -435,6 +462,7 @@ static void wait_accepts_gone(const struct orcd_worker *ws, unsigned n)
 	log_msg(LOG_WARNING,
 		"reload: worker %u of the previous listen addresses still accepts after 2s; going on",
 		ws[k].id);
+	return false;
 }
 
 /* Called once, by the worker's own thread; the line goes out before the
@@ -461,13 +489,15 @@ static bool same_listen(const struct orcd_listen *a,
  * worker takes over its predecessor's sockets for the addresses that stay
  * (nothing waiting in a backlog is lost) and opens the added ones; the old
  * generation stops accepting and drains, and the sockets only it held are
- * closed once it is gone. Rings and loops are per worker, so no engine
- * needs a hook. Returns 0, or -errno with err set and nothing changed.
+ * closed once its accepts are gone. Rings and loops are per worker, so no
+ * engine needs a hook. Returns 0, or -errno with err set and nothing
+ * changed.
  */
 static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 			   char *err, size_t cap)
 {
 	unsigned n = s->n_workers, k, i, j, started;
+	bool gone;
 	struct orcd_worker *ws = workers_new(n);
 	struct orcd_generation *g = calloc(1, sizeof(*g));
 	int e = 0;
@@ -510,10 +540,12 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 	if (!e && s->engine->kind != ORCD_ENGINE_EPOLL) {
 		/* io_uring: the old accepts go first. */
 		retire(s, s->workers, n, g);
-		wait_accepts_gone(g->workers, n);
+		gone = wait_accepts_gone(g->workers, n);
 		started = start_workers(s, ws, n, c);
 		s->workers = ws;
 		s->n_workers = started;
+		if (gone)
+			close_retired_listeners(s, g);
 		if (started < n) {
 			log_msg(LOG_ERR,
 				"reload: cannot start workers for the new listen addresses; stopping");
@@ -527,8 +559,10 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 		started = start_workers(s, ws, n, c);
 		if (started == n) {
 			retire(s, s->workers, n, g);
-			wait_accepts_gone(g->workers, n);
+			gone = wait_accepts_gone(g->workers, n);
 			s->workers = ws;
+			if (gone)
+				close_retired_listeners(s, g);
 			return 0;
 		}
 		snprintf(err, cap,

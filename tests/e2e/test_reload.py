@@ -8,6 +8,7 @@ case starts its own orcd."""
 
 import re
 import signal
+import socket
 import sys
 
 import orcdtest
@@ -139,6 +140,65 @@ def lowered_max_header_bytes_answers_431():
                 eq(r.status, 431, "2000-byte head over a 1k limit")
         small = build_request("GET", "/hello.txt", {"X-Pad": "x" * 500})
         eq(srv.raw(small).body, HELLO, "a head under the new limit")
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def listen_change_frees_the_old_address_at_once():
+    # The previous workers drain a slow download, but the address the
+    # reload removed is closed as soon as they accept no more: a client
+    # there is refused rather than queued where no one accepts, and a
+    # reload back to it binds it again. Each listen-changing reload
+    # starts workers whose peaks are their own, not the sum of every
+    # generation's.
+    with Server(metrics=True) as srv:
+        if srv.engine == "specific":
+            raise orcdtest.Skip("specific keeps its listen addresses")
+        if srv.forwarded:
+            raise orcdtest.Skip("the guest's forwarded ports are fixed")
+        srv.write_file("big.bin", b"b" * (32 << 20))
+        srv.start()
+        eq(srv.get("/hello.txt").body, HELLO, "served before")
+        peaks = ("orcd_chains_in_flight_peak", "orcd_slots_peak")
+        first = srv.metrics()
+        slow = srv.conn(rcvbuf=4096)
+        slow.send(build_request("GET", "/big.bin"))
+        check(slow.read_head() is not None, "the download's head")
+        old = srv.port
+        for round_ in range(4):
+            srv.port = orcdtest.free_port() if round_ % 2 == 0 else old
+            reload(srv, "")
+            srv.addr = ("127.0.0.1", srv.port)
+            check("reload failed" not in srv.stderr_text(),
+                  "round %d: %s" % (round_, srv.stderr_text()))
+            eq(srv.get("/hello.txt").body, HELLO,
+               "round %d: served on the new address" % round_)
+            if round_ % 2 == 0:
+                gone = socket.socket()
+                try:
+                    gone.settimeout(5)
+                    gone.connect(("127.0.0.1", old))
+                    gone.sendall(build_request("GET", "/hello.txt"))
+                    got = gone.recv(100)
+                    check(False, "round %d: the removed address took a "
+                          "connection and answered %r" % (round_, got))
+                except ConnectionRefusedError:
+                    pass
+                except socket.timeout:
+                    check(False, "round %d: the removed address queued a "
+                          "connection no one accepts" % round_)
+                finally:
+                    gone.close()
+        check(slow.read_some(65536), "the download still drains")
+        # The draining generation's peaks and the current one's count;
+        # the three gone between them do not.
+        m = srv.metrics()
+        for name in peaks:
+            check(m.total(name) <= 2 * first.total(name) + 2,
+                  "%s after four reloads: %d, at start %d"
+                  % (name, m.total(name), first.total(name)))
+        slow.close()
         srv.assert_fds_back()
         srv.stop()
 
