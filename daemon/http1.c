@@ -435,8 +435,7 @@ static void received(struct h1_conn *c, int res)
 		input(c);
 		return;
 	}
-	if (res == -ETIMEDOUT && c->in_len && !hw->stopping &&
-	    !hw->drain_expired) {
+	if (res == -ETIMEDOUT && c->in_len && !hw->drain_expired) {
 		/* RFC 9110 15.5.9: say why before closing. */
 		fail(c, 408);
 		return;
@@ -559,9 +558,11 @@ static void accepted(struct h1_conn *c, struct h1_worker *hw,
 		read_more(c);
 }
 
+/* A connection with part of a head in goes on reading it, within its
+ * header deadline (and the stop's drain bound), and is answered. */
 static void stop(struct h1_conn *c)
 {
-	if (c->state == H1_READING && !spare(c))
+	if (c->state == H1_READING && !c->in_len && !spare(c))
 		c->hw->tp->cancel(c);
 }
 

@@ -5,9 +5,10 @@ cancel and unwind), half-sent requests, idle keep-alive connections,
 pipelined requests and a burst of cold chains, plus a retired
 generation of workers (a reload that changed listen) still draining.
 orcd must exit 0 with no sanitizer report and without keeping memory
-the kernel may still write ("operations still in flight"). It runs only
-against the sanitizer build (ctest's build-asan tree): elsewhere it
-skips, since what it checks is ASan's report."""
+the kernel may still write ("operations still in flight"). That case
+runs only against the sanitizer build (ctest's build-asan tree):
+elsewhere it skips, since what it checks is ASan's report. Heads half in
+at the stop are answered on every build."""
 
 import os
 import signal
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import orcdtest
 from orcdtest import build_request, check, eq, wait_until
@@ -123,6 +125,43 @@ def sigterm_with_everything_in_flight_is_clean():
             raise orcdtest.TestFailure("still accepting after exit")
         except OSError:
             pass
+
+
+@orcdtest.case
+def heads_half_in_at_sigterm_are_answered():
+    # A stop closes connections waiting for a request, but one whose
+    # head has begun to arrive is read on and answered (once both were
+    # closed unanswered), and one whose head never completes gets its
+    # 408 at header_timeout, within the stop's 10 s bound.
+    with Server(conf="header_timeout 2s;\n") as srv:
+        srv.start()
+        part = b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n"
+        fresh = srv.conn()
+        fresh.send(part)
+        stuck = srv.conn()
+        stuck.send(part)
+        idle = srv.conn()
+        # Answered, so accepted, and so are the three before it.
+        kept = srv.conn()
+        kept.send(build_request("GET", "/hello.txt"))
+        eq(kept.read_response().status, 200, "the first request")
+        kept.send(part)
+        time.sleep(0.3)
+        srv.signal(signal.SIGTERM)
+        wait_until(lambda: idle.closed_by_peer(0.1), 5,
+                   "the idle connection to be closed")
+        for name, c in (("fresh", fresh), ("kept-alive", kept)):
+            c.send(b"\r\n")
+            r = c.read_response()
+            check(r is not None, "%s: closed unanswered" % name)
+            eq((r.status, r.body), (200, b"hello, world\n"), name)
+            check(c.closed_by_peer(), "%s: left open at a stop" % name)
+        r = stuck.read_response()
+        check(r is not None, "the stuck head: closed unanswered")
+        eq(r.status, 408, "the stuck head")
+        for c in (fresh, kept, stuck, idle):
+            c.close()
+        eq(srv.proc.wait(15), 0, "exit status")
 
 
 if __name__ == "__main__":
