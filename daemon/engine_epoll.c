@@ -572,8 +572,15 @@ static void conn_on_io(struct ev_loop *loop, ev_io *io, int revents)
 
 	c->ew->hw.clock.now = (time_t)ev_now(loop);
 	if (revents & EV_CUSTOM) {
-		c->op = OP_NONE;
-		c->ew->core->received(&c->h1, -ECANCELED);
+		/* The cancel: a request already in the socket (one that
+		 * raced a close to make room) is received and answered, as
+		 * h1_core's shed() promises, not reset by a close with
+		 * unread bytes. */
+		do_recv(c);
+		if (c->op == OP_RECV) {
+			c->op = OP_NONE;
+			c->ew->core->received(&c->h1, -ECANCELED);
+		}
 		return;
 	}
 	switch (c->op) {
