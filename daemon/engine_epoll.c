@@ -84,6 +84,7 @@ struct ep_conn {
 	bool src_ready;	      /* the body's source is chosen */
 	struct sc_body *body; /* kept bytes (or a kept open file), referenced */
 	int file_fd;	      /* a file opened for this response, or -1 */
+	bool file_exact;      /* file_fd is the very version planned */
 	int received;	      /* OP_RECEIVED: what recv returned */
 	struct ep_conn *next_received;
 };
@@ -397,12 +398,16 @@ static int src_choose(struct ep_conn *c)
 		return H1_DENIED;
 	if (r)
 		return H1_REPLAN;
-	if (!file_meta_same(&now, &p->meta)) {
-		/* Changed since the facts the head says: answer again. */
+	/* Another file, or one shorter than the bytes the head promises:
+	 * answer again. A file that only grew (a log being appended to)
+	 * still holds those bytes, and sendfile sends no more. */
+	if (now.ino != p->meta.ino || now.dev != p->meta.dev ||
+	    now.size < p->offset + p->length) {
 		close(fd);
 		return H1_REPLAN;
 	}
 	c->file_fd = fd;
+	c->file_exact = file_meta_same(&now, &p->meta);
 	return 0;
 }
 
@@ -414,7 +419,8 @@ static void src_offer(struct ep_conn *c)
 	struct stat_cache *sc = c->ew->sc;
 	char *buf;
 
-	if (!sc || c->file_fd < 0)
+	/* Only the version the facts describe: not one that grew since. */
+	if (!sc || c->file_fd < 0 || !c->file_exact)
 		return;
 	if (p->meta.size > STAT_CACHE_DATA_FILE) {
 		stat_cache_keep_map(sc, c->h1.cfg, p->relpath, &p->meta);

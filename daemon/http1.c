@@ -510,10 +510,15 @@ static void responded(struct h1_conn *c, enum h1_end end)
 	case H1_REPLAN:
 		/* Nothing went out: the file changed between the plan and
 		 * the transfer. Answer from fresh facts (a 404 after a
-		 * delete, the new length after a truncate), twice at most. */
-		if (c->have_req && c->replans < 2 && !hw->stopping) {
+		 * delete, the new length after a truncate), twice at most;
+		 * a file that changes faster than that gets a 503. */
+		if (c->have_req && c->replans < 2) {
 			c->replans++;
 			plan(c);
+			return;
+		}
+		if (c->have_req) {
+			fail(c, 503);
 			return;
 		}
 		break;

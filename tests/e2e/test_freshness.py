@@ -9,6 +9,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 
 import orcdtest
 from orcdtest import build_request, check, eq
@@ -441,6 +443,37 @@ def replace_during_download(srv):
         drain_body(c, data, got, "replaced by rename")
     still_serving(srv)
     eq(srv.get("/f/swap.bin").body, pattern(size // 2, 5), "the new file")
+
+
+@orcdtest.case
+def file_appended_to_while_requested(srv):
+    # A log being written: every request gets a whole answer, its body
+    # the file's first Content-Length bytes. (epoll with the stat cache
+    # once took each growth for another file, asked for the answer twice
+    # more, then closed without a byte: 227 of 300 requests.)
+    p = srv.write_file("f/appended.log", b"start\n")
+    stop = threading.Event()
+
+    def writer():
+        with open(p, "ab", buffering=0) as f:
+            while not stop.is_set() and f.tell() < (4 << 20):
+                f.write(b"x" * 16)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for i in range(100):
+            r = srv.get("/f/appended.log")
+            check(r is not None, "request %d: closed without an answer" % i)
+            eq(r.status, 200, "request %d" % i)
+            n = int(r.header("content-length"))
+            eq(len(r.body), n, "request %d: body against Content-Length" % i)
+            check(r.body == (b"start\n" + b"x" * n)[:n],
+                  "request %d: not the file's first %d bytes" % (i, n))
+    finally:
+        stop.set()
+        t.join()
+    still_serving(srv)
 
 
 if __name__ == "__main__":
