@@ -43,10 +43,12 @@
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "mono.h"
 
 /* Everything that can change what an O_PATH lookup and fstat return:
  * content and size (MODIFY, CLOSE_WRITE), mode, times and link count
@@ -103,8 +105,15 @@ struct stat_cache {
 	size_t data_bytes;	 /* copied into entries' bodies */
 	size_t map_bytes;	 /* mapped by entries' bodies */
 	unsigned map_fds;	 /* mapped files kept open by them */
+	/* The watch limit was reached: lookups stay plain until then, not
+	 * each one trying (and failing) to add a watch. */
+	int64_t watch_full_until_ms;
+	bool said_no_inotify, said_watch_full; /* each said once */
 	_Atomic uint64_t *ctr;
 };
+
+/* A full watch table is tried again after this long. */
+#define WATCH_FULL_MS 1000
 
 static void count(struct stat_cache *sc, int which)
 {
@@ -178,25 +187,45 @@ int stat_cache_fstype(int fd, char *out, size_t cap)
 	return ret;
 }
 
+/* Buckets for max entries (a power of two, 16 to 2^20), for an empty
+ * cache: at start and when a reload has emptied it. -ENOMEM keeps the
+ * ones it has. */
+static int size_buckets(struct stat_cache *sc, unsigned max)
+{
+	unsigned nb = 16;
+	struct sc_entry **b;
+	struct sc_watch **wb;
+
+	while (nb < max && nb < (1u << 20))
+		nb <<= 1;
+	if (sc->bucket && nb == sc->mask + 1)
+		return 0;
+	b = calloc(nb, sizeof(*b));
+	wb = calloc(nb, sizeof(*wb));
+	if (!b || !wb) {
+		free(b);
+		free(wb);
+		return -ENOMEM;
+	}
+	free(sc->bucket);
+	free(sc->wbucket);
+	sc->bucket = b;
+	sc->wbucket = wb;
+	sc->mask = nb - 1;
+	return 0;
+}
+
 struct stat_cache *stat_cache_new(struct orcd_config *cfg,
 				  _Atomic uint64_t *ctr)
 {
 	struct stat_cache *sc = calloc(1, sizeof(*sc));
-	unsigned nb = 16;
 
 	if (!sc)
 		return NULL;
-	while (nb < cfg->stat_cache && nb < (1u << 20))
-		nb <<= 1;
-	sc->bucket = calloc(nb, sizeof(*sc->bucket));
-	sc->wbucket = calloc(nb, sizeof(*sc->wbucket));
-	if (!sc->bucket || !sc->wbucket) {
-		free(sc->bucket);
-		free(sc->wbucket);
+	if (size_buckets(sc, cfg->stat_cache)) {
 		free(sc);
 		return NULL;
 	}
-	sc->mask = nb - 1;
 	sc->ctr = ctr;
 	sc->ifd = -1;
 	stat_cache_use(sc, cfg);
@@ -290,23 +319,52 @@ static void watch_release(struct stat_cache *sc, struct sc_entry *e)
 
 /* Watch what root-relative e->key names now, for e. The watch goes
  * through /proc/self/fd, so it lands on the directory root_fd holds even
- * if the root's name was since given to another. 0 or -errno. */
+ * if the root's name was since given to another. The directory holding
+ * the name is opened first, beneath the root and through no symlink: a
+ * path through one (even "out -> /etc") is never cached, and its watch
+ * must not land on an inode outside the root. 0 or -errno. */
 static int watch_take(struct stat_cache *sc, struct sc_entry *e)
 {
 	char p[PATH_MAX + 64];
 	struct sc_watch *w;
+	const char *slash = e->len ? memrchr(e->key, '/', e->len) : NULL;
+	int dir = sc->cfg->root_fd, n, wd;
+
+	if (slash) {
+		struct open_how how = {
+			.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+		};
+		char up[PATH_MAX];
+
+		memcpy(up, e->key, (size_t)(slash - e->key));
+		up[slash - e->key] = '\0';
+		dir = (int)syscall(SYS_openat2, sc->cfg->root_fd, up, &how,
+				   sizeof(how));
+		if (dir < 0)
+			return -errno;
+	}
 	/* The root as ".": the fd's own name is a link, which
 	 * IN_DONT_FOLLOW would watch instead of the directory. */
-	int n = snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", sc->cfg->root_fd,
-			 e->len ? e->key : ".");
-	int wd;
-
-	if (n < 0 || (size_t)n >= sizeof(p))
-		return -ENAMETOOLONG;
+	n = snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", dir,
+		     !e->len ? "." : slash ? slash + 1 : e->key);
 	sc->dirty = true;
-	wd = inotify_add_watch(sc->ifd, p, WATCH_MASK);
+	if (n < 0 || (size_t)n >= sizeof(p))
+		wd = -ENAMETOOLONG;
+	else if ((wd = inotify_add_watch(sc->ifd, p, WATCH_MASK)) < 0)
+		wd = -errno;
+	if (slash)
+		close(dir);
+	if (wd == -ENOSPC) {
+		sc->watch_full_until_ms = mono_ms() + WATCH_FULL_MS;
+		if (!sc->said_watch_full)
+			log_msg(LOG_WARNING,
+				"stat cache: the inotify watch limit is reached (%u watches held; sysctl fs.inotify.max_user_watches): files beyond them are looked up on every request",
+				sc->n_watches);
+		sc->said_watch_full = true;
+	}
 	if (wd < 0)
-		return -errno;
+		return wd;
 	w = watch_find(sc, wd); /* the inode is watched already */
 	if (!w) {
 		w = calloc(1, sizeof(*w));
@@ -465,6 +523,11 @@ static void reset_watches(struct stat_cache *sc)
 	sc->ifd_gen++; /* a poll on the old instance watches nothing now */
 
 	if (nfd < 0) {
+		if (!sc->said_no_inotify)
+			log_msg(LOG_WARNING,
+				"stat cache off: no inotify instance: %s (sysctl fs.inotify.max_user_instances); every lookup goes to the file system",
+				strerror(errno));
+		sc->said_no_inotify = true;
 		close(sc->ifd);
 		sc->ifd = -1;
 		return;
@@ -682,6 +745,11 @@ unsigned stat_cache_watches(const struct stat_cache *sc)
 	return sc->n_watches;
 }
 
+unsigned stat_cache_buckets(const struct stat_cache *sc)
+{
+	return sc->mask + 1;
+}
+
 void stat_cache_forget(struct stat_cache *sc, const char *relpath)
 {
 	size_t len = strlen(relpath);
@@ -701,6 +769,10 @@ void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
 	/* A new configuration may have a new root: nothing carries over. */
 	sc->max = cfg->stat_cache;
 	stat_cache_flush(sc);
+	/* Emptied: the buckets can follow a changed size (without memory
+	 * the old ones serve on, with longer chains). */
+	if (!sc->n && !sc->n_watches)
+		size_buckets(sc, sc->max);
 	if (sc->cfg)
 		config_put(sc->cfg);
 	sc->cfg = config_get(cfg);
@@ -789,7 +861,7 @@ static struct sc_entry *walk(struct stat_cache *sc, const char *relpath,
 		if (!e)
 			return NULL;
 		if (!e->watch)
-			*gap = watch_take(sc, e);
+			*gap = e->plain ? -ELOOP : watch_take(sc, e);
 		if (*gap || at == len)
 			return e;
 		at = next_prefix(relpath, len, at);
@@ -857,7 +929,9 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 		*meta = e->meta;
 		return 0;
 	}
-	if ((e && e->plain) || !make_room(sc, relpath, len))
+	if ((e && e->plain) ||
+	    (sc->watch_full_until_ms && mono_ms() < sc->watch_full_until_ms) ||
+	    !make_room(sc, relpath, len))
 		goto plain;
 	e = walk(sc, relpath, len, &gap);
 	if (!e)
@@ -868,6 +942,12 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 	if (gap) {
 		if (e->parent && missing(gap) && missing(err))
 			return enter_missing(sc, e, relpath, len, err);
+		if (gap == -ELOOP) {
+			/* A symlink on the way (watch_take): not ours, until
+			 * its directory's events drop it. */
+			e->plain = true;
+			goto plain;
+		}
 		prune(sc, e);
 		goto plain;
 	}

@@ -185,6 +185,8 @@ unsigned stat_cache_entries(const struct stat_cache *sc);
 /* inotify watches held now: one per directory and file looked up (a
  * file under two cached names holds one). */
 unsigned stat_cache_watches(const struct stat_cache *sc);
+/* Hash buckets now: sized for the entries the configuration allows. */
+unsigned stat_cache_buckets(const struct stat_cache *sc);
 
 /* Whether a filesystem of this type (as /proc/self/mountinfo names it)
  * reports every change to inotify on this machine (local filesystems). */

@@ -190,5 +190,52 @@ def head_of_a_known_file_opens_nothing(srv):
         eq(r.header("content-length"), "11", "HEAD after a change")
 
 
+def watched_inodes(srv):
+    """The inodes orcd's inotify watches are on (hex, as fdinfo says)."""
+    out = set()
+    base = "/proc/%d/fdinfo" % srv.proc.pid
+    for fd in os.listdir(base):
+        try:
+            with open(os.path.join(base, fd)) as f:
+                for line in f:
+                    if line.startswith("inotify wd:"):
+                        out.update(w[4:] for w in line.split()
+                                   if w.startswith("ino:"))
+        except OSError:
+            pass
+    return out
+
+
+@orcdtest.case
+def symlinks_out_of_the_root_leave_no_watch_outside(srv):
+    # A request through a symlink that leaves the root is a 404, and the
+    # cache's watches stay inside the root: once they were taken by a
+    # path through the link, pinning inodes (and the user's watch quota)
+    # wherever it pointed.
+    needs_cache(srv)
+    if srv.forwarded:
+        raise orcdtest.Skip("orcd runs elsewhere: its fdinfo is not ours")
+    outside = os.path.join(srv.tmp, "outside")
+    os.makedirs(os.path.join(outside, "d"), exist_ok=True)
+    with open(os.path.join(outside, "d", "x.txt"), "w") as f:
+        f.write("outside\n")
+    os.symlink(outside, srv.path("out-abs"))
+    os.symlink("../outside", srv.path("out-rel"))
+    srv.write_file("real/d/in.txt", b"inside\n")
+    os.symlink("real", srv.path("in-rel"))
+    for _ in range(2):
+        for path in ("/out-abs/d/x.txt", "/out-rel/d/x.txt"):
+            eq(srv.get(path).status, 404, path)
+        eq(srv.get("/in-rel/d/in.txt").body, b"inside\n",
+           "through a symlink inside the root")
+    banned = {"%x" % os.stat(p).st_ino
+              for p in (outside, os.path.join(outside, "d"),
+                        os.path.join(outside, "d", "x.txt"))}
+    eq(watched_inodes(srv) & banned, set(), "watches outside the root")
+    srv.write_file("real/d/in.txt", b"changed\n")
+    eq(srv.get("/in-rel/d/in.txt").body, b"changed\n",
+       "a change seen through the symlink")
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run(Server))

@@ -666,6 +666,30 @@ static void test_off_and_other_configs_bypass(void **state)
 	config_put(other);
 }
 
+static void test_buckets_follow_a_reload(void **state)
+{
+	struct fixture *fx = *state;
+	struct orcd_config *big = make_config(65536);
+	struct orcd_config *off = make_config(0);
+	struct file_meta m;
+
+	/* Sized at start for 64 entries; a reload to 65536 must not leave
+	 * every lookup walking chains of thousands. */
+	assert_int_equal(stat_cache_buckets(fx->sc), 64);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	stat_cache_use(fx->sc, big);
+	assert_int_equal(stat_cache_buckets(fx->sc), 65536);
+	assert_int_equal(stat_cache_lookup(fx->sc, big, "top.txt", &m), 0);
+	assert_int_equal(stat_cache_lookup(fx->sc, big, "top.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_HITS), 1);
+	stat_cache_use(fx->sc, off);
+	assert_int_equal(stat_cache_buckets(fx->sc), 16);
+	stat_cache_use(fx->sc, fx->cfg);
+	assert_int_equal(stat_cache_buckets(fx->sc), 64);
+	config_put(big);
+	config_put(off);
+}
+
 static void test_no_fd_leaks(void **state)
 {
 	struct fixture *fx = *state;
@@ -760,6 +784,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_off_and_other_configs_bypass, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_buckets_follow_a_reload,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_fd_leaks, setup,
 						teardown),
 	};
