@@ -28,7 +28,9 @@
  * the same pass, can hold bytes that arrived after the turn's read.)
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <ev.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -37,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -208,9 +211,10 @@ static void src_release(struct ep_conn *c);
 static unsigned conn_cap(const struct ep_worker *ew)
 {
 	struct conn_budget b;
+	unsigned fds = ew->w->srv->conn_fds;
 
 	conn_budget(0, ew->w->cfg->max_connections, &b);
-	return b.cap;
+	return fds && fds < b.cap ? fds : b.cap;
 }
 
 static void received_unlink(struct ep_conn *c);
@@ -808,6 +812,63 @@ static int epoll_probe(const struct orcd_config *cfg, char *why, size_t cap)
 	return 0;
 }
 
+static unsigned open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n > 3 ? n - 3 : 0; /* ".", ".." and the DIR's own */
+}
+
+/*
+ * epoll's sockets are fds, and so are the files it sends. The soft
+ * RLIMIT_NOFILE is raised toward what max_connections needs in every
+ * worker (as far as the hard limit lets it; 1024 is the usual default),
+ * and each worker holds at most its share of what is free less an
+ * eighth: a request for a file then always finds a descriptor, where
+ * sockets could otherwise take them all and turn it into an error.
+ */
+static int epoll_setup(struct orcd_server *srv, char *err, size_t cap)
+{
+	unsigned n = srv->n_workers ? srv->n_workers : 1, max;
+	struct conn_budget b;
+	rlim_t want, used = open_fds(), per;
+	struct rlimit rl;
+
+	(void)err;
+	(void)cap;
+	conn_budget(0, srv->cfg->max_connections, &b);
+	max = b.cap; /* max_connections, or its default when unset */
+	want = (rlim_t)n * (max + max / 7 + STAT_CACHE_MAP_FDS) + 64;
+	srv->conn_fds = 0; /* no cap but max_connections */
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = want;
+		if (rl.rlim_max != RLIM_INFINITY && rl.rlim_cur > rl.rlim_max)
+			rl.rlim_cur = rl.rlim_max;
+		/* Refused or not, what holds now is what counts. */
+		setrlimit(RLIMIT_NOFILE, &rl);
+		if (getrlimit(RLIMIT_NOFILE, &rl))
+			return 0;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	per = rl.rlim_cur > used ? (rl.rlim_cur - used) / n : 0;
+	per -= per / 8;
+	srv->conn_fds = per ? (unsigned)(per < UINT_MAX ? per : UINT_MAX) : 1;
+	if (srv->conn_fds < max)
+		log_msg(LOG_WARNING,
+			"engine epoll: RLIMIT_NOFILE %llu holds %u connections per worker, fewer than max_connections %u (an eighth of each worker's share stays for files)",
+			(unsigned long long)rl.rlim_cur, srv->conn_fds, max);
+	return 0;
+}
+
 static int epoll_run(struct orcd_worker *w)
 {
 	struct ep_worker ew = {.w = w, .core = w->core};
@@ -867,5 +928,6 @@ const struct orcd_engine orcd_engine_epoll = {
 	.name = "epoll",
 	.kind = ORCD_ENGINE_EPOLL,
 	.probe = epoll_probe,
+	.setup = epoll_setup,
 	.run = epoll_run,
 };

@@ -114,6 +114,9 @@ static int lookup_status(int err)
 	case -EACCES:
 	case -EPERM:
 		return 403;
+	case -EMFILE: /* out of descriptors for now: try again */
+	case -ENFILE:
+		return 503;
 	default:
 		return 500;
 	}

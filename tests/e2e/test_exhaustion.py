@@ -188,16 +188,13 @@ def short_fds_close_idle():
     # engines' sockets are slots, and direct raises the limit.)
     if orcdtest.ENGINE != "epoll":
         raise orcdtest.Skip("sockets are slots on %s" % orcdtest.ENGINE)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with Server() as srv:
         if srv.forwarded:
             raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
-        # orcd inherits the limit at its fork; this process keeps its own.
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
-        try:
-            srv.start()
-        finally:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        # Hard too: orcd raises its soft limit toward the hard one.
+        srv.preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                 (64, 64))
+        srv.start()
         clients = []
         try:
             for i in range(80):
@@ -208,6 +205,46 @@ def short_fds_close_idle():
             eq(closed, list(range(len(closed))), "closed connections")
         finally:
             for c in clients:
+                c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def files_find_a_descriptor_when_sockets_fill_the_limit():
+    # epoll keeps an eighth of its share of the fd limit for files: with
+    # every connection busy (half a head each, so none is closed to make
+    # room) and more waiting, a finished request still opens its file.
+    # (Once the sockets took every fd, and it was a 500.)
+    if orcdtest.ENGINE != "epoll":
+        raise orcdtest.Skip("sockets are slots on %s" % orcdtest.ENGINE)
+    with Server(conf="header_timeout 30s;\n") as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
+        srv.preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                 (64, 64))
+        srv.write_file("cold.txt", b"cold\n")
+        srv.start()
+        conns = []
+        try:
+            for _ in range(70):
+                c = srv.conn(timeout=DEADLINE)
+                c.send(b"GET /cold.txt HTTP/1.1\r\nHost: x\r\n")
+                conns.append(c)
+            time.sleep(0.5)
+            check(srv.fd_count() < 64, "orcd holds %d fds" % srv.fd_count())
+            for c in conns[:3]:
+                c.send(b"\r\n")
+            for i, c in enumerate(conns[:3]):
+                r = c.read_response()
+                check(r is not None and r.status == 200,
+                      "request %d with the limit full of sockets: %r"
+                      % (i, r))
+            check("engine epoll: RLIMIT_NOFILE 64 holds" in
+                  srv.stderr_text(), "the cap not said: %r"
+                  % srv.stderr_text())
+        finally:
+            for c in conns:
                 c.close()
         srv.assert_fds_back()
         srv.stop()
