@@ -94,7 +94,7 @@ static int apply_one(struct orcd_config *c, const char *directive,
 		     size_t cap)
 {
 	bool is_listen = !strcmp(directive, "listen");
-	char msg[256];
+	char msg[CONFIG_ERR_MAX];
 	int ret;
 
 	ret = config_set(c, directive, value, is_listen && !*seen_listen, msg,

@@ -1127,7 +1127,7 @@ static int run_statement(struct lexer *lx, struct orcd_config *c,
 			 const struct statement *st, bool *seen_listen)
 {
 	const struct directive *d = find_directive(st->tok[0].s);
-	char msg[512], hint[64] = "";
+	char msg[CONFIG_ERR_MAX], hint[64] = "";
 	bool replace;
 	int ret;
 

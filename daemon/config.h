@@ -11,6 +11,9 @@
 #include <sys/socket.h>
 
 #define ORCD_MAX_LISTEN 16
+/* Room for any message the config_* functions write: a value shown in
+ * one (escaped, up to 800 bytes) with its file:line and the reason. */
+#define CONFIG_ERR_MAX 2048
 
 enum orcd_engine_kind {
 	ORCD_ENGINE_AUTO,

@@ -22,7 +22,7 @@
 
 void log_msg(int prio, const char *fmt, ...)
 {
-	char line[1024];
+	char line[4096];
 	int n = snprintf(line, sizeof(line), "<%d>orcd: ", prio & LOG_PRIMASK);
 	va_list ap;
 

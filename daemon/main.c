@@ -30,7 +30,7 @@ int main(int argc, char **argv)
 {
 	struct cli_opts o;
 	struct orcd_config *cfg;
-	char err[1024];
+	char err[CONFIG_ERR_MAX + 64];
 
 	if (!stdio_held())
 		return 1;

@@ -688,7 +688,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 		   bool ready)
 {
 	struct orcd_config *c, *old;
-	char err[1024];
+	char err[CONFIG_ERR_MAX + 64];
 	struct timespec ts;
 	bool same, new_workers;
 
@@ -1050,7 +1050,7 @@ static void close_listeners(struct orcd_server *s)
 int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 {
 	struct orcd_server s = { .cfg = cfg, .done_fd = -1 };
-	char err[1024], why[1024];
+	char err[CONFIG_ERR_MAX + 64], why[1024];
 	sigset_t set;
 	int sig_fd = -1, done_fd = -1, metrics_fd = -1, rc = 1;
 	struct metrics *m = NULL;

@@ -118,6 +118,16 @@ def check_config_bad_names_file_and_line():
                   % (bad, err, srv.conf_path, want_line))
             eq(len(err.strip().splitlines()), 1, "%r: stderr lines (%r)"
                % (bad, err))
+        # A value shown escaped (800 bytes) still leaves room for why.
+        set_conf(srv, good + "threads %s;\n" % ("\u00e9" * 100))
+        rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
+        check(rc != 0 and err.rstrip().endswith("expected a whole number"),
+              "a long value's message: %r" % err[-100:])
+        rc, out, err = run_bin(["--threads", "\u00e9" * 100, "-c",
+                                srv.conf_path])
+        check(rc != 0 and err.rstrip().endswith(
+            "expected a whole number (try --help)"),
+            "a long flag value's message: %r" % err[-100:])
         # Missing ';' at the end of the file.
         set_conf(srv, good + "idle_timeout 5s\n")
         rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
