@@ -122,6 +122,7 @@ static void accept_set(struct ep_worker *ew, bool on)
 {
 	unsigned i;
 
+	on = on && server_may_accept(ew->w);
 	if (ew->accepting == on)
 		return;
 	ew->accepting = on;
@@ -800,6 +801,9 @@ static void on_wake(struct ev_loop *loop, ev_io *io, int revents)
 	use_cache(ew);
 	if (server_stopping(ew->w) && !ew->hw.stopping)
 		begin_stop(ew);
+	else if (!ew->hw.stopping && !ew->accepting &&
+		 ew->n_conns < conn_cap(ew))
+		accept_set(ew, true); /* a reload let go of its hold */
 }
 
 static int epoll_probe(const struct orcd_config *cfg, char *why, size_t cap)

@@ -287,7 +287,7 @@ static void make_room(struct uring_worker *uw)
 /* Keep cfg->accepts accepts in flight while there is room. */
 static void accept_refill(struct uring_worker *uw)
 {
-	if (uw->hw.stopping)
+	if (uw->hw.stopping || !server_may_accept(uw->w))
 		return;
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		struct uacceptor *a = &uw->acc[i];

@@ -254,17 +254,26 @@ static unsigned start_workers(struct orcd_server *s, struct orcd_worker *ws,
 
 	for (k = 0; k < n; k++) {
 		struct orcd_worker *w = &ws[k];
+		const char *what = NULL;
 
 		w->id = k;
 		w->srv = s;
 		w->core = &h1_core;
+		w->wake_fd = -1;
 		w->cfg = config_view(cfg, &err);
-		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (!w->cfg || w->wake_fd < 0 ||
-		    pthread_create(&w->thread, NULL, worker_main, w)) {
-			log_msg(LOG_ERR, "starting worker %u failed%s%s", k,
-				w->cfg ? "" : ": opening the root again: ",
-				w->cfg ? "" : strerror(-err));
+		if (!w->cfg) {
+			what = "opening the root again";
+		} else if ((w->wake_fd = eventfd(0, EFD_CLOEXEC |
+							  EFD_NONBLOCK)) < 0) {
+			what = "eventfd";
+			err = -errno;
+		} else if ((err = -pthread_create(&w->thread, NULL,
+						  worker_main, w))) {
+			what = "a thread";
+		}
+		if (what) {
+			log_msg(LOG_ERR, "starting worker %u failed: %s: %s", k,
+				what, strerror(-err));
 			if (w->wake_fd >= 0)
 				close(w->wake_fd);
 			w->wake_fd = -1;
@@ -465,6 +474,33 @@ static bool wait_accepts_gone(const struct orcd_worker *ws, unsigned n)
 	return false;
 }
 
+/* Whether every worker of ws[0..n) runs its loop (its heartbeat moved)
+ * within 5 s: false as soon as one has ended, its engine having failed
+ * to start (it said why). */
+static bool workers_run(const struct orcd_worker *ws, unsigned n)
+{
+	uint64_t deadline = mono_usec() + 5000000;
+	struct timespec ms = {0, 1000000};
+	unsigned k, running;
+
+	for (;;) {
+		for (k = running = 0; k < n; k++) {
+			if (atomic_load(&ws[k].done))
+				return false;
+			running += atomic_load_explicit(&ws[k].heartbeat,
+							memory_order_relaxed) != 0;
+		}
+		if (running == n)
+			return true;
+		if (mono_usec() >= deadline)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	log_msg(LOG_WARNING,
+		"reload: the workers for the new listen addresses do not run after 5 s");
+	return false;
+}
+
 /* Called once, by the worker's own thread; the line goes out before the
  * flag that lets the reload log its own. */
 void server_accepts_gone(struct orcd_worker *w)
@@ -537,45 +573,38 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 			ws[k].listen_fds[ws[k].n_listen++] = fd;
 		}
 	}
-	if (!e && s->engine->kind != ORCD_ENGINE_EPOLL) {
-		/* io_uring: the old accepts go first. */
-		retire(s, s->workers, n, g);
-		gone = wait_accepts_gone(g->workers, n);
-		started = start_workers(s, ws, n, c);
-		s->workers = ws;
-		s->n_workers = started;
-		if (gone)
-			close_retired_listeners(s, g);
-		if (started < n) {
-			log_msg(LOG_ERR,
-				"reload: cannot start workers for the new listen addresses; stopping");
-			s->failed = true;
-			atomic_store(&s->stopping, true);
-			wake_workers(s);
-		}
-		return 0;
+	if (e) {
+		close_unused_listeners(s, ws, 0, n);
+		free(ws);
+		free(g);
+		return e;
 	}
-	if (!e) {
-		started = start_workers(s, ws, n, c);
-		if (started == n) {
-			retire(s, s->workers, n, g);
-			gone = wait_accepts_gone(g->workers, n);
-			s->workers = ws;
-			if (gone)
-				close_retired_listeners(s, g);
-			return 0;
-		}
+	/* The new workers start held: none takes a connection before all
+	 * of them run (else the reload fails and the old ones serve on)
+	 * and the old ones' accepts are gone (io_uring's wait exclusively:
+	 * see wait_accepts_gone()). Until then clients wait in the
+	 * backlog. */
+	for (k = 0; k < n; k++)
+		atomic_store(&ws[k].hold_accepts, true);
+	started = start_workers(s, ws, n, c);
+	if (started < n || !workers_run(ws, n)) {
 		snprintf(err, cap,
 			 "starting workers for the new listen addresses failed");
-		/* The ones that did start drain and go. */
+		/* The ones that did start go, having taken no connection. */
 		close_unused_listeners(s, ws, started, n);
 		retire(s, ws, started, g);
 		return -EAGAIN;
 	}
-	close_unused_listeners(s, ws, 0, n);
-	free(ws);
-	free(g);
-	return e;
+	retire(s, s->workers, n, g);
+	gone = wait_accepts_gone(g->workers, n);
+	s->workers = ws;
+	for (k = 0; k < n; k++)
+		atomic_store_explicit(&ws[k].hold_accepts, false,
+				      memory_order_release);
+	wake(ws, n);
+	if (gone)
+		close_retired_listeners(s, g);
+	return 0;
 }
 
 static int can_drop_privileges(const struct orcd_config *c, char *err,

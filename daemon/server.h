@@ -105,8 +105,20 @@ struct orcd_worker {
 	/* Stopping or retiring, it takes no connection any more (its
 	 * engine says so: server_accepts_gone()). */
 	_Atomic bool accepts_gone;
+	/* A new generation's worker takes no connection until the reload
+	 * knows every new worker runs and the old ones accept no more:
+	 * server_may_accept(). */
+	_Atomic bool hold_accepts;
 	int result;		/* engine run() return value */
 };
+
+/* Whether the worker may take connections: not while a reload holds
+ * its new generation back. Engines ask before arming accepts; the reload
+ * wakes them when it lets go. */
+static inline bool server_may_accept(const struct orcd_worker *w)
+{
+	return !atomic_load_explicit(&w->hold_accepts, memory_order_acquire);
+}
 
 void server_log_tick(struct orcd_worker *w);
 

@@ -203,5 +203,52 @@ def listen_change_frees_the_old_address_at_once():
         srv.stop()
 
 
+@orcdtest.case
+def workers_that_cannot_start_leave_the_old_ones_serving():
+    # A reload to more listen addresses whose workers cannot start (the
+    # fd limit lowered under the running server) fails as a whole: the
+    # old workers serve on, and a later reload that can start them
+    # works. (On io_uring the old workers were retired first, and the
+    # server then stopped: exit 1.)
+    import resource
+    with Server() as srv:
+        if srv.engine == "specific":
+            raise orcdtest.Skip("specific keeps its listen addresses")
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
+        srv.start()
+        pid = srv.proc.pid
+        keep = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        added = [orcdtest.free_port(), orcdtest.free_port()]
+        extra = "".join("listen 127.0.0.1:%d;\n" % p for p in added)
+        for room in range(2, 16):
+            # Room for some of what the new workers need, from too
+            # little for the added listeners up to enough.
+            lim = srv.fd_count() + room
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (lim, keep[1]))
+            n = srv.stderr_text().count("reload failed")
+            srv.write_conf(extra)
+            srv.signal(signal.SIGHUP)
+            wait_until(lambda: srv.stderr_text().count("reload failed") > n
+                       or "configuration reloaded" in srv.stderr_text(),
+                       15, "the reload's outcome")
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, keep)
+            check(srv.proc.poll() is None, "room %d: orcd exited: %s"
+                  % (room, srv.stderr_text()))
+            if "configuration reloaded" in srv.stderr_text():
+                break
+            eq(srv.get("/hello.txt").body, HELLO,
+               "room %d: the old address after the failed reload" % room)
+        check("starting workers for the new listen addresses failed" in
+              srv.stderr_text(), "no reload failed for its workers: %s"
+              % srv.stderr_text())
+        reload(srv, extra)
+        for port in added:
+            with orcdtest.Conn(("127.0.0.1", port)) as c:
+                c.send(build_request("GET", "/hello.txt"))
+                eq(c.read_response().body, HELLO, "added port %d" % port)
+        srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run_serverless())
