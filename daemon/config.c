@@ -10,8 +10,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -678,6 +680,10 @@ static const struct directive directives[] = {
 	{"metrics_path", set_uri_path, FIELD(metrics_path), 0, 0, RELOAD},
 };
 
+_Static_assert(sizeof(directives) / sizeof(directives[0]) <=
+		       CONFIG_DIRECTIVES_MAX,
+	       "orcd_config.line_of has a place for every directive");
+
 static const struct directive *find_directive(const char *name)
 {
 	for (size_t i = 0; i < sizeof(directives) / sizeof(directives[0]); i++)
@@ -716,12 +722,102 @@ int config_set(struct orcd_config *c, const char *directive, const char *value,
 {
 	const struct directive *d = find_directive(directive);
 
+	int ret;
+
 	if (!d) {
 		set_err(err, errcap, "unknown directive \"%s\"",
 			show(directive).s);
 		return -EINVAL;
 	}
-	return apply(c, d, value, replace_listen, err, errcap);
+	ret = apply(c, d, value, replace_listen, err, errcap);
+	if (!ret)
+		c->line_of[d - directives] = 0; /* not the file's any more */
+	return ret;
+}
+
+const char *config_where(const struct orcd_config *c, const char *directive,
+			 char *buf, size_t cap)
+{
+	const struct directive *d = find_directive(directive);
+	unsigned line = d ? c->line_of[d - directives] : 0;
+
+	if (!cap)
+		return "";
+	if (!line || !c->source)
+		buf[0] = '\0';
+	else
+		snprintf(buf, cap, "%s:%u: ", c->source, line);
+	return buf;
+}
+
+int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
+		    char *err, size_t errcap)
+{
+	char at[PATH_MAX + 16];
+
+	*uid = getuid();
+	*gid = getgid();
+	if (c->user) {
+		struct passwd *pw = getpwnam(c->user);
+
+		if (!pw) {
+			set_err(err, errcap, "%suser %s: no such user",
+				config_where(c, "user", at, sizeof(at)),
+				show(c->user).s);
+			return -ENOENT;
+		}
+		*uid = pw->pw_uid;
+		*gid = pw->pw_gid;
+	}
+	if (c->group) {
+		struct group *gr = getgrnam(c->group);
+
+		if (!gr) {
+			set_err(err, errcap, "%sgroup %s: no such group",
+				config_where(c, "group", at, sizeof(at)),
+				show(c->group).s);
+			return -ENOENT;
+		}
+		*gid = gr->gr_gid;
+	}
+	return 0;
+}
+
+int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
+{
+	char at[PATH_MAX + 16], dir[PATH_MAX];
+	const char *slash;
+	uid_t uid;
+	gid_t gid;
+	int fd, ret = config_identity(c, &uid, &gid, err, errcap);
+
+	if (ret || !c->access_log || !strcmp(c->access_log, "-") ||
+	    !strcmp(c->access_log, "stdout"))
+		return ret;
+	/* Opened as start-up opens it, less O_CREAT: nothing changes. */
+	fd = open(c->access_log, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	ret = -errno;
+	if (ret == -ENOENT) {
+		/* Start-up would create it: its directory must take it. */
+		slash = strrchr(c->access_log, '/');
+		if (!slash)
+			snprintf(dir, sizeof(dir), ".");
+		else if (slash == c->access_log)
+			snprintf(dir, sizeof(dir), "/");
+		else
+			snprintf(dir, sizeof(dir), "%.*s",
+				 (int)(slash - c->access_log), c->access_log);
+		ret = access(dir, W_OK | X_OK) ? -errno : 0;
+	}
+	if (ret)
+		set_err(err, errcap, "%saccess_log %s: %s",
+			config_where(c, "access_log", at, sizeof(at)),
+			show(c->access_log).s, strerror(-ret));
+	return ret;
 }
 
 enum config_apply config_directive_apply(const char *directive)
@@ -922,6 +1018,7 @@ static int check_limits(const struct orcd_config *c, char *err, size_t cap)
 
 int config_finalize(struct orcd_config *c, char *err, size_t errcap)
 {
+	char at[PATH_MAX + 16];
 	struct mime_table *mime;
 	int fd, ret;
 
@@ -931,13 +1028,15 @@ int config_finalize(struct orcd_config *c, char *err, size_t errcap)
 	fd = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
-		set_err(err, errcap, "root \"%s\": %s", show(c->root).s,
+		set_err(err, errcap, "%sroot \"%s\": %s",
+			config_where(c, "root", at, sizeof(at)), show(c->root).s,
 			ret == -ENOTDIR ? "not a directory" : strerror(-ret));
 		return ret;
 	}
 	ret = mime_load(c->mime_types, &mime);
 	if (ret) {
-		set_err(err, errcap, "mime_types \"%s\": %s",
+		set_err(err, errcap, "%smime_types \"%s\": %s",
+			config_where(c, "mime_types", at, sizeof(at)),
 			show(c->mime_types).s, strerror(-ret));
 		close(fd);
 		return ret;
@@ -1157,6 +1256,7 @@ static int run_statement(struct lexer *lx, struct orcd_config *c,
 			st->tok[1].line, msg);
 		return ret;
 	}
+	c->line_of[d - directives] = st->tok[0].line;
 	if (d->set == set_listen)
 		*seen_listen = true;
 	return 0;

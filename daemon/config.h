@@ -14,6 +14,8 @@
 /* Room for any message the config_* functions write: a value shown in
  * one (escaped, up to 800 bytes) with its file:line and the reason. */
 #define CONFIG_ERR_MAX 2048
+/* Directives the file may hold (config.c checks its table fits). */
+#define CONFIG_DIRECTIVES_MAX 40
 
 enum orcd_engine_kind {
 	ORCD_ENGINE_AUTO,
@@ -56,6 +58,9 @@ struct orcd_config {
 	bool metrics;			/* default off */
 	struct orcd_listen metrics_listen; /* default 127.0.0.1:9180 */
 	char *metrics_path;		/* default "/metrics" */
+	/* The line of the file each directive was last set on (0: not
+	 * by the file), by its place in config.c's table: config_where(). */
+	unsigned line_of[CONFIG_DIRECTIVES_MAX];
 	struct mime_table *mime;	/* loaded by config_finalize */
 	int root_fd;			/* O_PATH|O_DIRECTORY, opened by config_finalize */
 	/* A worker's view (config_view()): the settings above are borrowed
@@ -161,6 +166,21 @@ int config_set(struct orcd_config *c, const char *directive,
  * load the mime table, open root_fd. Returns 0 or -errno with err set.
  */
 int config_finalize(struct orcd_config *c, char *err, size_t errcap);
+
+/* "FILE:LINE: " where the file set `directive`, else "": the prefix of a
+ * message about its value found after the file was read. */
+const char *config_where(const struct orcd_config *c, const char *directive,
+			 char *buf, size_t cap);
+
+/* The identity `user` and `group` name (each unset one: the process's
+ * own). 0, or -ENOENT with err set, naming the directive's file:line. */
+int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
+		    char *err, size_t errcap);
+
+/* What start-up would refuse beyond config_finalize, without changing
+ * anything (--check-config): an unknown user or group, an access log
+ * that cannot be opened for appending or created. 0 or -errno, err set. */
+int config_check_start(const struct orcd_config *c, char *err, size_t errcap);
 
 /* "auto", "specific", ... */
 const char *config_engine_name(enum orcd_engine_kind k);

@@ -54,6 +54,12 @@ int main(int argc, char **argv)
 		struct conn_budget b;
 		char line[256];
 
+		if (config_check_start(cfg, err, sizeof(err))) {
+			fprintf(stderr, "orcd: %s\n", err);
+			config_free(cfg);
+			return 1;
+		}
+
 		/* Where the engine may use slots, say what the server would
 		 * say at start-up: a warning, not an error (it serves, with
 		 * fewer connections). */

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <grp.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdalign.h>
 #include <stdio.h>
@@ -629,28 +628,9 @@ static int drop_privileges(const struct orcd_config *c, char *err, size_t cap)
 
 	if (e || (!c->user && !c->group))
 		return e;
-	if (c->user) {
-		struct passwd *pw = getpwnam(c->user);
-
-		if (!pw) {
-			snprintf(err, cap, "user %s: no such user", c->user);
-			return -ENOENT;
-		}
-		uid = pw->pw_uid;
-		gid = pw->pw_gid;
-	} else {
-		uid = getuid();
-		gid = getgid();
-	}
-	if (c->group) {
-		struct group *gr = getgrnam(c->group);
-
-		if (!gr) {
-			snprintf(err, cap, "group %s: no such group", c->group);
-			return -ENOENT;
-		}
-		gid = gr->gr_gid;
-	}
+	e = config_identity(c, &uid, &gid, err, cap);
+	if (e)
+		return e;
 	if (setgroups(1, &gid) || setgid(gid) || setuid(uid)) {
 		snprintf(err, cap, "dropping privileges: %s", strerror(errno));
 		return -errno;
@@ -1145,8 +1125,10 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		int e = access_log_open(cfg->access_log, &s.access_log);
 
 		if (e) {
-			log_msg(LOG_ERR, "access_log %s: %s", cfg->access_log,
-				strerror(-e));
+			log_msg(LOG_ERR, "%saccess_log %s: %s",
+				config_where(cfg, "access_log", why,
+					     sizeof(why)),
+				cfg->access_log, strerror(-e));
 			goto out;
 		}
 	}

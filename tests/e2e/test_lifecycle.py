@@ -139,6 +139,21 @@ def check_config_bad_names_file_and_line():
         rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
         check(rc != 0, "nonexistent root: exit 0")
         check("nonexistent" in err, "nonexistent root: stderr %r" % err)
+        check(re.search(re.escape(srv.conf_path) + r":2: root ", err),
+              "nonexistent root: stderr %r does not name %s:2:"
+              % (err, srv.conf_path))
+        # Found only when starting, yet --check-config says so too, with
+        # the line: an unknown user, an access log nowhere to be made.
+        for bad, what in (("user orcd-no-such-user;", "no such user"),
+                          ("group orcd-no-such-group;", "no such group"),
+                          ("access_log %s/no/dir/a.log;" % srv.tmp,
+                           "No such file or directory")):
+            set_conf(srv, good + bad + "\n")
+            rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
+            check(rc != 0, "%r: --check-config exited 0" % bad)
+            check(re.search(re.escape(srv.conf_path) + r":%d: .*%s"
+                            % (nlines + 1, what), err),
+                  "%r: stderr %r" % (bad, err))
         # A config file that does not exist.
         rc, out, err = run_bin(["--check-config", "-c",
                                 srv.conf_path + ".missing"])
