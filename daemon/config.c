@@ -853,6 +853,10 @@ unsigned config_unapplied(const struct orcd_config *was,
 
 		if (reload_applies(d, new_workers))
 			continue;
+		/* "auto" asks for nothing the running engine is not. */
+		if (d->running == &run_engine &&
+		    now->engine == ORCD_ENGINE_AUTO)
+			continue;
 		d->running->fmt(was, d, a, sizeof(a));
 		d->running->fmt(now, d, b, sizeof(b));
 		if (strcmp(a, b)) {

@@ -96,7 +96,8 @@ typedef void config_change_fn(void *ctx, const char *directive,
  * Calls fn once per directive whose value differs between `was` and
  * `now` and that a reload cannot apply (new_workers: the reload starts new
  * workers, so CONFIG_ON_NEW_WORKERS ones do apply), with both values as
- * text (strings escaped, "(unset)" for none). Returns how many.
+ * text (strings escaped, "(unset)" for none). `engine auto` in `now`
+ * differs from no engine `was` runs. Returns how many.
  */
 unsigned config_unapplied(const struct orcd_config *was,
 			  const struct orcd_config *now, bool new_workers,

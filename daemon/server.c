@@ -1141,6 +1141,9 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		goto out;
 	}
 	log_msg(LOG_INFO, "%s", why);
+	/* s->cfg says what runs, which a reload compares with: the engine
+	 * auto chose, not "auto". */
+	cfg->engine = s.engine->kind;
 	if (cfg->cpu_affinity) {
 		if (sched_getaffinity(0, sizeof(s.cpus), &s.cpus))
 			log_msg(LOG_WARNING,

@@ -94,6 +94,31 @@ def each_reload_compares_with_what_runs():
 
 
 @orcdtest.case
+def engine_auto_is_the_engine_it_chose():
+    # Started with engine auto, what runs is the engine auto chose: a
+    # file that names it, or says auto again, needs no restart (once
+    # naming it warned "engine auto -> direct ... keeping auto").
+    with Server(engine="auto") as srv:
+        srv.start()
+        m = re.search(r"serving .* engine (\w+)", srv.stderr_text())
+        check(m, "the engine that runs: %r" % srv.stderr_text())
+        running = m.group(1)
+        other = "epoll" if running != "epoll" else "direct"
+        srv.engine = running
+        reload(srv, "")
+        eq(warnings(srv), [], "naming the running engine")
+        srv.engine = "auto"
+        reload(srv, "")
+        eq(warnings(srv), [], "auto again")
+        srv.engine = other
+        reload(srv, "")
+        eq(warnings(srv), [("engine", running, other, running)],
+           "another engine")
+        eq(srv.get("/hello.txt").body, HELLO, "served after the reloads")
+        srv.stop()
+
+
+@orcdtest.case
 def refused_listen_change_compares_with_what_runs():
     # specific reserves its fd ranges once, for one set of workers, so a
     # reload cannot start workers for new listen addresses: it says so
