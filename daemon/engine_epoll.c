@@ -841,7 +841,7 @@ static int epoll_setup(struct orcd_server *srv, char *err, size_t cap)
 {
 	unsigned n = srv->n_workers ? srv->n_workers : 1, max;
 	struct conn_budget b;
-	rlim_t want, used = open_fds(), per;
+	rlim_t want, used = open_fds(), per, keep;
 	struct rlimit rl;
 
 	(void)err;
@@ -850,6 +850,7 @@ static int epoll_setup(struct orcd_server *srv, char *err, size_t cap)
 	max = b.cap; /* max_connections, or its default when unset */
 	want = (rlim_t)n * (max + max / 7 + STAT_CACHE_MAP_FDS) + 64;
 	srv->conn_fds = 0; /* no cap but max_connections */
+	srv->cache_fds = STAT_CACHE_MAP_FDS;
 	if (getrlimit(RLIMIT_NOFILE, &rl))
 		return 0;
 	if (rl.rlim_cur < want) {
@@ -864,11 +865,18 @@ static int epoll_setup(struct orcd_server *srv, char *err, size_t cap)
 	if (rl.rlim_cur == RLIM_INFINITY)
 		return 0;
 	per = rl.rlim_cur > used ? (rl.rlim_cur - used) / n : 0;
-	per -= per / 8;
+	/* The stat cache's open files out of the share first (at most a
+	 * quarter of it), then an eighth of it for the files requests
+	 * open. */
+	keep = per / 4 < STAT_CACHE_MAP_FDS ? per / 4 : STAT_CACHE_MAP_FDS;
+	srv->cache_fds = (unsigned)keep;
+	per -= keep + per / 8;
 	srv->conn_fds = per ? (unsigned)(per < UINT_MAX ? per : UINT_MAX) : 1;
-	if (srv->conn_fds < max)
+	/* Said where max_connections asks for more; an unset one is a
+	 * default that the limit cuts without a word, as slots do. */
+	if (srv->cfg->max_connections && srv->conn_fds < max)
 		log_msg(LOG_WARNING,
-			"engine epoll: RLIMIT_NOFILE %llu holds %u connections per worker, fewer than max_connections %u (an eighth of each worker's share stays for files)",
+			"engine epoll: RLIMIT_NOFILE %llu holds %u connections per worker, fewer than max_connections %u (of each worker's share, an eighth stays for files and up to a quarter for the stat cache's)",
 			(unsigned long long)rl.rlim_cur, srv->conn_fds, max);
 	return 0;
 }
@@ -883,6 +891,7 @@ static int epoll_run(struct orcd_worker *w)
 		return -ENOMEM;
 	ew.core->worker_init(&ew.hw, w, &ep_transport);
 	ew.sc = stat_cache_new(w->cfg, w->stats.stat_cache);
+	stat_cache_limit_fds(ew.sc, w->srv->cache_fds);
 	if (ew.sc) {
 		ew.hw.lookup.fn = stat_cache_lookup_cb;
 		ew.hw.lookup.ctx = ew.sc;

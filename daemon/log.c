@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -41,7 +42,10 @@ struct access_log {
 	int fd;
 	char *path;   /* NULL for stdout */
 	size_t batch; /* longest write that stays in one piece */
-	/* Shared by the workers' writes: */
+	/* One batch writes at a time, so that none lands between a
+	 * write that stopped inside a line and the newline that ends it
+	 * (the workers' batches go about once a second each). */
+	pthread_mutex_t lock;
 	_Atomic bool torn;	   /* the log ends inside a line */
 	_Atomic uint64_t lost;	   /* lines no write took */
 	_Atomic int64_t report_ms; /* when a failure may be reported */
@@ -69,6 +73,7 @@ int access_log_open(const char *spec, struct access_log **out)
 
 	if (!l)
 		return -ENOMEM;
+	pthread_mutex_init(&l->lock, NULL);
 	if (!strcmp(spec, "-") || !strcmp(spec, "stdout")) {
 		l->fd = STDOUT_FILENO;
 	} else {
@@ -99,12 +104,17 @@ int access_log_reopen(struct access_log *l)
 		return fd;
 	/* dup2 swaps the file under the same number atomically: writers in
 	 * other threads never see a closed or half-reopened descriptor. */
+	pthread_mutex_lock(&l->lock);
 	if (dup2(fd, l->fd) < 0) {
 		int err = -errno;
 
+		pthread_mutex_unlock(&l->lock);
 		close(fd);
 		return err;
 	}
+	/* A torn end was the old file's: the new one starts clean. */
+	atomic_store(&l->torn, false);
+	pthread_mutex_unlock(&l->lock);
 	close(fd);
 	return 0;
 }
@@ -115,6 +125,7 @@ void access_log_close(struct access_log *l)
 		return;
 	if (l->path)
 		close(l->fd);
+	pthread_mutex_destroy(&l->lock);
 	free(l->path);
 	free(l);
 }
@@ -149,12 +160,12 @@ static void lost_lines(struct access_log *l, uint64_t n, int err)
 /* One batch: whole lines, one write(2) unless the disk is short. When a
  * write stops inside a line (ENOSPC, EFBIG), the rest of the batch is
  * lost and the log ends in a torn line: the next write that lands begins
- * with a newline, so that no line is ever glued to the torn one. */
-static void write_batch(void *ctx, const char *p, size_t n)
+ * with a newline, so that no line is ever glued to the torn one. Under
+ * l->lock. */
+static void write_locked(struct access_log *l, const char *p, size_t n)
 {
-	struct access_log *l = ctx;
 	/* The log ends inside a line of an earlier batch: */
-	bool gap = atomic_exchange(&l->torn, false);
+	bool gap = atomic_load(&l->torn);
 	bool mid = false; /* or inside one of this batch */
 
 	while (n) {
@@ -166,8 +177,7 @@ static void write_batch(void *ctx, const char *p, size_t n)
 		if (w <= 0) {
 			lost_lines(l, count_lines(p, n),
 				   w < 0 ? errno : ENOSPC);
-			if (gap || mid)
-				atomic_store(&l->torn, true);
+			atomic_store(&l->torn, gap || mid);
 			return;
 		}
 		if (gap) { /* the newline went first */
@@ -180,6 +190,17 @@ static void write_batch(void *ctx, const char *p, size_t n)
 			n -= (size_t)w;
 		}
 	}
+	atomic_store(&l->torn, false);
+}
+
+/* The workers' batches, one at a time. */
+static void write_batch(void *ctx, const char *p, size_t n)
+{
+	struct access_log *l = ctx;
+
+	pthread_mutex_lock(&l->lock);
+	write_locked(l, p, n);
+	pthread_mutex_unlock(&l->lock);
 }
 
 void access_log_buf_init(struct access_log_buf *b, struct access_log *l)

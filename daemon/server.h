@@ -152,9 +152,10 @@ struct orcd_server {
 	bool failed;		/* stopping because of an error: exit 1 */
 	int done_fd;		/* eventfd: a worker's run() returned */
 	int slot_base;		/* first fd of the reserved range (specific) */
-	/* epoll: the connections a worker may hold, its share of
-	 * RLIMIT_NOFILE less an eighth for files (engine_epoll.c). */
-	unsigned conn_fds;
+	/* epoll: the connections a worker may hold, and the files its
+	 * stat cache may keep open, within its share of RLIMIT_NOFILE
+	 * (engine_epoll.c); 0: no cap beyond max_connections. */
+	unsigned conn_fds, cache_fds;
 	/* worker_cpu_affinity auto: the CPUs the process was allowed at
 	 * start-up, which workers are pinned to one each (affinity.h). */
 	bool pin_workers;

@@ -105,6 +105,7 @@ struct stat_cache {
 	size_t data_bytes;	 /* copied into entries' bodies */
 	size_t map_bytes;	 /* mapped by entries' bodies */
 	unsigned map_fds;	 /* mapped files kept open by them */
+	unsigned map_fds_max;	 /* at most (stat_cache_limit_fds) */
 	/* The watch limit was reached: lookups stay plain until then, not
 	 * each one trying (and failing) to add a watch. */
 	int64_t watch_full_until_ms;
@@ -228,6 +229,7 @@ struct stat_cache *stat_cache_new(struct orcd_config *cfg,
 	}
 	sc->ctr = ctr;
 	sc->ifd = -1;
+	sc->map_fds_max = STAT_CACHE_MAP_FDS;
 	stat_cache_use(sc, cfg);
 	return sc;
 }
@@ -745,6 +747,12 @@ unsigned stat_cache_watches(const struct stat_cache *sc)
 	return sc->n_watches;
 }
 
+void stat_cache_limit_fds(struct stat_cache *sc, unsigned n)
+{
+	if (sc)
+		sc->map_fds_max = n < STAT_CACHE_MAP_FDS ? n : STAT_CACHE_MAP_FDS;
+}
+
 unsigned stat_cache_buckets(const struct stat_cache *sc)
 {
 	return sc->mask + 1;
@@ -1108,7 +1116,7 @@ void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 		close(fd);
 		return;
 	}
-	if (sc->map_fds < STAT_CACHE_MAP_FDS) {
+	if (sc->map_fds < sc->map_fds_max) {
 		sc->map_fds++;
 	} else {
 		close(fd);

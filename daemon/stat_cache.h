@@ -74,6 +74,10 @@ struct stat_cache *stat_cache_new(struct orcd_config *cfg,
  * cache.
  */
 void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg);
+/* At most n mapped files kept open (STAT_CACHE_MAP_FDS unless an engine
+ * whose sockets are fds too needs the rest: epoll under a low
+ * RLIMIT_NOFILE). Files past it are still mapped, not kept open. */
+void stat_cache_limit_fds(struct stat_cache *sc, unsigned n);
 void stat_cache_free(struct stat_cache *sc);
 
 /*
