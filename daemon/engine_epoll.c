@@ -257,7 +257,10 @@ static const struct h1_transport ep_transport = {
 
 /* ---- readiness ---- */
 
-static void do_recv(struct ep_conn *c)
+/* One recv for the op in flight. True when there was nothing to read
+ * and the op still waits; otherwise it completed (or its bytes wait
+ * their turn) and c may be gone already. */
+static bool do_recv(struct ep_conn *c)
 {
 	char *buf;
 	size_t cap;
@@ -267,11 +270,11 @@ static void do_recv(struct ep_conn *c)
 	if (!cap) {
 		c->op = OP_NONE;
 		c->ew->core->received(&c->h1, -ENOMEM);
-		return;
+		return false;
 	}
 	n = recv(c->fd, buf, cap, 0);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
+		return true;
 	if (n > 0) {
 		/* These bytes may postdate the cache's last read of change
 		 * events: they go to the core after the turn's other recvs,
@@ -290,10 +293,11 @@ static void do_recv(struct ep_conn *c)
 			while (received_next(ew))
 				;
 		}
-		return;
+		return false;
 	}
 	c->op = OP_NONE;
 	c->ew->core->received(&c->h1, n < 0 ? -errno : (int)n);
+	return false;
 }
 
 static bool unlink_from(struct ep_conn **pp, struct ep_conn *c)
@@ -587,8 +591,7 @@ static void conn_on_io(struct ev_loop *loop, ev_io *io, int revents)
 		 * raced a close to make room) is received and answered, as
 		 * h1_core's shed() promises, not reset by a close with
 		 * unread bytes. */
-		do_recv(c);
-		if (c->op == OP_RECV) {
+		if (do_recv(c)) {
 			c->op = OP_NONE;
 			c->ew->core->received(&c->h1, -ECANCELED);
 		}

@@ -385,9 +385,16 @@ def request_racing_the_close_to_make_room_is_answered():
         srv.start()
         for round_ in range(3):
             idle = [served(srv, what="client %d" % i) for i in range(16)]
+            # Half of them hang up in that same moment: the close to
+            # make room finds their end of stream. (epoll's cancel once
+            # read such a connection after the close had freed it: the
+            # soak found it under ASan.)
+            gone, idle = idle[::2], idle[1::2]
             try:
                 srv.signal(signal.SIGSTOP)
                 try:
+                    for c in gone:
+                        c.close()
                     for c in idle:
                         c.send(build_request("GET", "/hello.txt"))
                     newcomer = socket.socket()
@@ -409,6 +416,9 @@ def request_racing_the_close_to_make_room_is_answered():
                     c.close()
         srv.assert_fds_back()
         srv.stop()
+        text = srv.stderr_text()
+        for mark in orcdtest.SANITIZER_MARKS:
+            check(mark.decode() not in text, "sanitizer report:\n" + text)
 
 
 if __name__ == "__main__":
