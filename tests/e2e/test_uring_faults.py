@@ -118,11 +118,13 @@ class Stats:
         self.between = 0  # of closed: before any byte of a response
         self.missing = 0
         self.zeroed = 0
+        self.unavailable = 0  # 503: changed under the plan and replans
         self.errors = []
 
     def line(self):
-        return ("# ok %d (zeroed by a truncate %d), 404 %d, closed %d"
-                % (self.ok, self.zeroed, self.missing, self.closed))
+        return ("# ok %d (zeroed by a truncate %d), 404 %d, 503 %d, "
+                "closed %d" % (self.ok, self.zeroed, self.missing,
+                               self.unavailable, self.closed))
 
     def add(self, what, msg=None):
         with self.lock:
@@ -150,6 +152,16 @@ def read_checked(c, path, stats):
     if r.status == 404:
         stats.add("missing")
         return True
+    if r.status == 503:
+        # The file changed under the plan and both replans: the core
+        # answers that rather than close without a word. The response
+        # ends the connection.
+        if (r.header("connection") or "").lower() != "close":
+            stats.add("errors", "%s: a 503 that keeps the connection"
+                      % path)
+        else:
+            stats.add("unavailable")
+        return False
     if r.status != 200:
         stats.add("errors", "%s: status %d" % (path, r.status))
         return False

@@ -707,6 +707,10 @@ class Judge:
         live = [s for s in states if s.token is not None]
         if r.status == 404:
             return "404 (absent)" if len(live) < len(states) else None
+        if r.status == 503:
+            # The file changed under the plan and both replans.
+            return "503 (changed under every try)" if len(states) > 1 \
+                else None
         if r.status not in (200, 206, 304, 416):
             return None
         tag = r.header("etag")
