@@ -835,10 +835,11 @@ static unsigned open_fds(void)
 /*
  * epoll's sockets are fds, and so are the files it sends. The soft
  * RLIMIT_NOFILE is raised toward what max_connections needs in every
- * worker (as far as the hard limit lets it; 1024 is the usual default),
- * and each worker holds at most its share of what is free less an
- * eighth: a request for a file then always finds a descriptor, where
- * sockets could otherwise take them all and turn it into an error.
+ * worker (as far as the hard limit lets it; 1024 is the usual default).
+ * Of each worker's share of what is free, its stat cache may keep up to
+ * a quarter open, an eighth stays for the files requests open, and the
+ * rest may be connections: a request for a file then always finds a
+ * descriptor, where sockets could otherwise take them all.
  */
 static int epoll_setup(struct orcd_server *srv, char *err, size_t cap)
 {

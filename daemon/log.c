@@ -8,7 +8,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,10 +45,11 @@ struct access_log {
 	 * write that stopped inside a line and the newline that ends it
 	 * (the workers' batches go about once a second each). */
 	pthread_mutex_t lock;
-	_Atomic bool torn;	   /* the log ends inside a line */
-	_Atomic uint64_t lost;	   /* lines no write took */
-	_Atomic int64_t report_ms; /* when a failure may be reported */
-	_Atomic uint64_t reported; /* lost as of the last report */
+	/* Under lock: */
+	bool torn;	   /* the log ends inside a line */
+	uint64_t lost;	   /* lines no write took */
+	int64_t report_ms; /* when a failure may be reported */
+	uint64_t reported; /* lost as of the last report */
 };
 
 /* At most one report of lost lines per this long (nginx: a minute). */
@@ -82,6 +82,7 @@ int access_log_open(const char *spec, struct access_log **out)
 		if (l->fd < 0) {
 			int err = l->fd;
 
+			pthread_mutex_destroy(&l->lock);
 			free(l->path);
 			free(l);
 			return err;
@@ -113,7 +114,7 @@ int access_log_reopen(struct access_log *l)
 		return err;
 	}
 	/* A torn end was the old file's: the new one starts clean. */
-	atomic_store(&l->torn, false);
+	l->torn = false;
 	pthread_mutex_unlock(&l->lock);
 	close(fd);
 	return 0;
@@ -140,21 +141,21 @@ static uint64_t count_lines(const char *p, size_t n)
 }
 
 /* A write failed: the first failure is said at once, later ones at most
- * once per LOST_REPORT_MS, each with the lines lost so far. */
+ * once per LOST_REPORT_MS, each with the lines lost since. Under l->lock. */
 static void lost_lines(struct access_log *l, uint64_t n, int err)
 {
-	uint64_t lost = atomic_fetch_add(&l->lost, n) + n;
-	int64_t now = mono_ms(), when = atomic_load(&l->report_ms);
+	int64_t now = mono_ms();
 
-	if (now < when || !atomic_compare_exchange_strong(&l->report_ms, &when,
-							  now + LOST_REPORT_MS))
+	l->lost += n;
+	if (now < l->report_ms)
 		return;
+	l->report_ms = now + LOST_REPORT_MS;
 	log_msg(LOG_ERR,
 		"access log %s: write failed: %s; %llu lines lost (%llu in all)",
 		l->path ? l->path : "(stdout)", strerror(err),
-		(unsigned long long)(lost -
-				     atomic_exchange(&l->reported, lost)),
-		(unsigned long long)lost);
+		(unsigned long long)(l->lost - l->reported),
+		(unsigned long long)l->lost);
+	l->reported = l->lost;
 }
 
 /* One batch: whole lines, one write(2) unless the disk is short. When a
@@ -165,7 +166,7 @@ static void lost_lines(struct access_log *l, uint64_t n, int err)
 static void write_locked(struct access_log *l, const char *p, size_t n)
 {
 	/* The log ends inside a line of an earlier batch: */
-	bool gap = atomic_load(&l->torn);
+	bool gap = l->torn;
 	bool mid = false; /* or inside one of this batch */
 
 	while (n) {
@@ -177,7 +178,7 @@ static void write_locked(struct access_log *l, const char *p, size_t n)
 		if (w <= 0) {
 			lost_lines(l, count_lines(p, n),
 				   w < 0 ? errno : ENOSPC);
-			atomic_store(&l->torn, gap || mid);
+			l->torn = gap || mid;
 			return;
 		}
 		if (gap) { /* the newline went first */
@@ -190,7 +191,7 @@ static void write_locked(struct access_log *l, const char *p, size_t n)
 			n -= (size_t)w;
 		}
 	}
-	atomic_store(&l->torn, false);
+	l->torn = false;
 }
 
 /* The workers' batches, one at a time. */
