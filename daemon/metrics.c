@@ -176,6 +176,8 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 /* A client has this long to send its request, and as long again to take
  * the answer. */
 #define METRICS_MS    1000
+/* How long accepts pause after running out of descriptors (nginx: 500). */
+#define METRICS_ACCEPT_PAUSE_MS 500
 
 struct mconn {
 	int fd; /* -1: free */
@@ -192,6 +194,11 @@ struct metrics {
 	metrics_snapshot_fn snapshot;
 	void *ctx;
 	unsigned n;
+	/* Out of descriptors or memory at accept: the listener stays ready
+	 * with its client queued, so it is left out of the poll until then
+	 * (0: not paused); said once until an accept works again. */
+	int64_t accept_paused_until;
+	bool accept_failing;
 	struct mconn c[METRICS_CONNS];
 };
 
@@ -338,7 +345,7 @@ unsigned metrics_pollfds(const struct metrics *m, struct pollfd *p,
 {
 	unsigned k = 0;
 
-	if (k < cap && m->n < METRICS_CONNS)
+	if (k < cap && m->n < METRICS_CONNS && !m->accept_paused_until)
 		p[k++] = (struct pollfd){m->listen_fd, POLLIN, 0};
 	for (unsigned i = 0; i < METRICS_CONNS && k < cap; i++)
 		if (m->c[i].fd >= 0)
@@ -355,6 +362,9 @@ int metrics_timeout_ms(const struct metrics *m)
 	for (unsigned i = 0; i < METRICS_CONNS; i++)
 		if (m->c[i].fd >= 0 && (first < 0 || m->c[i].deadline < first))
 			first = m->c[i].deadline;
+	if (m->accept_paused_until &&
+	    (first < 0 || m->accept_paused_until < first))
+		first = m->accept_paused_until;
 	if (first < 0)
 		return -1;
 	return first <= now ? 0 : (int)(first - now);
@@ -369,8 +379,23 @@ static void accept_all(struct metrics *m)
 			continue;
 		c->fd = accept4(m->listen_fd, NULL, NULL,
 				SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (c->fd < 0)
+		if (c->fd < 0) {
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM) {
+				/* Polling a listener that stays ready would
+				 * spin this thread, which also runs the
+				 * watchdog and reloads. */
+				if (!m->accept_failing)
+					log_msg(LOG_WARNING,
+						"metrics: accept: %s; pausing",
+						strerror(errno));
+				m->accept_failing = true;
+				m->accept_paused_until =
+					mono_ms() + METRICS_ACCEPT_PAUSE_MS;
+			}
 			return;
+		}
+		m->accept_failing = false;
 		m->n++;
 		c->in_len = c->out_len = c->out_sent = 0;
 		c->deadline = mono_ms() + METRICS_MS;
@@ -381,6 +406,8 @@ void metrics_handle(struct metrics *m, const struct pollfd *p, unsigned n)
 {
 	int64_t now = mono_ms();
 
+	if (m->accept_paused_until && m->accept_paused_until <= now)
+		m->accept_paused_until = 0;
 	for (unsigned k = 0; k < n; k++) {
 		struct mconn *c = NULL;
 		bool keep;

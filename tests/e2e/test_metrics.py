@@ -255,5 +255,46 @@ def process_cpu_seconds_match_proc(srv):
           "after" % (got, before, after))
 
 
+def main_thread_cpu_seconds(srv):
+    """utime + stime of orcd's main thread, which runs the page, the
+    signals and the watchdog."""
+    pid = srv.proc.pid
+    with open("/proc/%d/task/%d/stat" % (pid, pid)) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+@orcdtest.case
+def out_of_descriptors_the_page_pauses_instead_of_spinning(srv):
+    # With no descriptor left, accept fails and the client stays queued,
+    # so the listener stays readable: polling it again at once spun the
+    # main thread at 100% of a CPU, silently. It must pause, say so once,
+    # and answer the client when descriptors are back.
+    import resource
+    if srv.forwarded:
+        raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
+    pid = srv.proc.pid
+    keep = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    # fds 0-2 are always held (by /dev/null at worst): no new fd fits.
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (3, keep[1]))
+    try:
+        c = srv.metrics_conn()
+        c.send(b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n")
+        time.sleep(0.3)
+        before = main_thread_cpu_seconds(srv)
+        time.sleep(2.0)
+        used = main_thread_cpu_seconds(srv) - before
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, keep)
+    with c:
+        r = c.read_response()
+    eq(r.status, 200, "the queued client's answer once fds are back")
+    check(used < 0.5, "the main thread used %.2fs of CPU in 2s beside a "
+          "client it could not accept" % used)
+    said = srv.stderr_text().count("metrics: accept: Too many open files; "
+                                   "pausing")
+    eq(said, 1, "times the failing accept was logged")
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run(Server))
