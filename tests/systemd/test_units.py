@@ -309,6 +309,12 @@ def main():
                      ("io_uring_setup", "io_uring_enter",
                       "io_uring_register")),
              p.stdout + p.stderr)
+        reloads = re.findall(r"^ExecReload=(.*)$", text, re.M)
+        case("ExecReload= checks the file before it signals",
+             len(reloads) == 2 and reloads[0].endswith("/sbin/orcd "
+                                                       "--check-config")
+             and reloads[1].startswith("/bin/kill -HUP"),
+             "ExecReload= lines: %r" % reloads)
         syscall_filter(text, binary, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
