@@ -238,6 +238,18 @@ static int parse_listen(const char *s, struct orcd_listen *out, char *why,
 			set_err(why, cap, "bad IPv6 address");
 			return -EINVAL;
 		}
+		/* Listeners are IPV6_V6ONLY (listen.c): a bind to a mapped
+		 * address fails there with EINVAL. */
+		if (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) {
+			char v4[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &a6->sin6_addr.s6_addr[12], v4,
+				  sizeof(v4));
+			set_err(why, cap,
+				"an IPv4-mapped address; write it as %s:%u",
+				v4, ntohs(nport));
+			return -EINVAL;
+		}
 		l.addrlen = sizeof(*a6);
 	} else {
 		struct sockaddr_in *a4 = (struct sockaddr_in *)&l.addr;
@@ -264,7 +276,14 @@ int config_parse_listen(const char *s, struct orcd_listen *out)
 	return parse_listen(s, out, NULL, 0);
 }
 
-static bool same_addr(const struct orcd_listen *a, const struct orcd_listen *b)
+/*
+ * The same family, port and address; with `wildcard`, also where either
+ * address is the wildcard, so that binding both collides unless both
+ * sockets are SO_REUSEPORT (IPv6 listeners are IPV6_V6ONLY, so [::] and
+ * 0.0.0.0 never do).
+ */
+static bool same_addr(const struct orcd_listen *a, const struct orcd_listen *b,
+		      bool wildcard)
 {
 	const struct sockaddr_in *a4 = (const void *)&a->addr;
 	const struct sockaddr_in *b4 = (const void *)&b->addr;
@@ -275,9 +294,14 @@ static bool same_addr(const struct orcd_listen *a, const struct orcd_listen *b)
 		return false;
 	if (a->addr.ss_family == AF_INET)
 		return a4->sin_port == b4->sin_port &&
-		       a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+		       (a4->sin_addr.s_addr == b4->sin_addr.s_addr ||
+			(wildcard &&
+			 (a4->sin_addr.s_addr == htonl(INADDR_ANY) ||
+			  b4->sin_addr.s_addr == htonl(INADDR_ANY))));
 	return a6->sin6_port == b6->sin6_port &&
-	       !memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
+	       (IN6_ARE_ADDR_EQUAL(&a6->sin6_addr, &b6->sin6_addr) ||
+		(wildcard && (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ||
+			      IN6_IS_ADDR_UNSPECIFIED(&b6->sin6_addr))));
 }
 
 /* ---- directives ---- */
@@ -533,7 +557,7 @@ static int set_listen(struct orcd_config *c, const struct directive *d,
 	if (parse_listen(v, &l, why, cap))
 		return -EINVAL;
 	for (unsigned i = 0; i < n; i++) {
-		if (same_addr(&c->listen[i], &l)) {
+		if (same_addr(&c->listen[i], &l, false)) {
 			set_err(why, cap, "same address as listen \"%s\"",
 				c->listen[i].text);
 			return -EINVAL;
@@ -1010,9 +1034,11 @@ static int check_limits(const struct orcd_config *c, char *err, size_t cap)
 	if (!c->metrics)
 		return 0;
 	for (unsigned i = 0; i < c->n_listen; i++) {
-		if (same_addr(&c->listen[i], &c->metrics_listen)) {
+		/* Start-up binds the metrics address only where nothing
+		 * holds it (listen_check_free), so it would fail there. */
+		if (same_addr(&c->listen[i], &c->metrics_listen, true)) {
 			set_err(err, cap,
-				"metrics_listen \"%s\" is also listen \"%s\"",
+				"metrics_listen \"%s\" overlaps listen \"%s\"",
 				c->metrics_listen.text, c->listen[i].text);
 			return -EINVAL;
 		}

@@ -641,6 +641,10 @@ static void test_listen_errors(void **state)
 		"listen \"0000000000000000000000000000000000000000000000000000000000000080\": too long (at most 63 characters)");
 	set_fails("metrics_listen", "x",
 		  "metrics_listen \"x\": bad port (expected 1..65535)");
+	/* Listeners are IPV6_V6ONLY: a mapped address could not be bound. */
+	set_fails("listen", "[::ffff:127.0.0.1]:8099",
+		  "listen \"[::ffff:127.0.0.1]:8099\": an IPv4-mapped address; "
+		  "write it as 127.0.0.1:8099");
 }
 
 static void test_listen_list(void **state)
@@ -1006,8 +1010,39 @@ static void test_finalize_errors(void **state)
 	assert_int_equal(
 		config_set(c, "metrics", "on", false, err, sizeof(err)), 0);
 	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
-	assert_string_equal(err, "metrics_listen \"127.0.0.1:8080\" is also "
+	assert_string_equal(err, "metrics_listen \"127.0.0.1:8080\" overlaps "
 				 "listen \"127.0.0.1:8080\"");
+	/* Nor one a wildcard listen holds (its bind would fail at
+	 * start-up), in either direction; another port or family may. */
+	assert_int_equal(config_set(c, "listen", "8080", true, err,
+				    sizeof(err)),
+			 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "metrics_listen \"127.0.0.1:8080\" overlaps "
+				 "listen \"8080\"");
+	assert_int_equal(config_set(c, "listen", "[::]:8080", true, err,
+				    sizeof(err)),
+			 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	assert_int_equal(config_set(c, "metrics_listen", "[::1]:8080", false,
+				    err, sizeof(err)),
+			 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "metrics_listen \"[::1]:8080\" overlaps "
+				 "listen \"[::]:8080\"");
+	assert_int_equal(config_set(c, "listen", "127.0.0.1:8081", true, err,
+				    sizeof(err)),
+			 0);
+	assert_int_equal(config_set(c, "metrics_listen", "0.0.0.0:8081",
+				    false, err, sizeof(err)),
+			 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "metrics_listen \"0.0.0.0:8081\" overlaps "
+				 "listen \"127.0.0.1:8081\"");
+	assert_int_equal(config_set(c, "metrics_listen", "0.0.0.0:8082",
+				    false, err, sizeof(err)),
+			 0);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
 	config_free(c);
 	assert_int_equal(count_fds(), fds);
 }
