@@ -4,6 +4,7 @@
 # apt-get runs only when something is missing.
 #   tests/install-deps.sh            everything
 #   tests/install-deps.sh --build    just what building and host tests need
+#   tests/install-deps.sh --build P… that and the packages named (demo.sh --host: wrk)
 set -euo pipefail
 
 build=(build-essential cmake pkg-config git clang libclang-rt-14-dev
@@ -14,7 +15,9 @@ kernel=(linux-source-6.1 flex bison bc libelf-dev libssl-dev ccache cpio rsync
         xz-utils dwarves kmod qemu-system-x86 busybox-static)
 
 want=("${build[@]}")
-if [ "${1:-}" != "--build" ]; then
+if [ "${1:-}" = "--build" ]; then
+	want+=("${@:2}")
+else
 	want+=("${runtime[@]}" "${kernel[@]}")
 fi
 
