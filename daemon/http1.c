@@ -320,15 +320,20 @@ static void start_response(struct h1_conn *c)
 static void fail(struct h1_conn *c, int status)
 {
 	struct h1_worker *hw = c->hw;
+	bool head_only;
 
 	c->have_req = false;
 	if (!c->resp)
 		c->resp = resp_get(hw);
 	if (c->resp)
 		drop_fd(c->resp);
+	/* A request line parsed as far as its method: a HEAD's answer has
+	 * no body, even an error's. */
+	head_only = c->req.request_line.n &&
+		    c->req.method == HTTP_METHOD_HEAD;
 	if (!c->resp ||
-	    respond_error(hw->w->cfg, status, &hw->clock, c->resp->buf,
-			  c->resp->cap, &c->resp->plan)) {
+	    respond_error(hw->w->cfg, status, head_only, &hw->clock,
+			  c->resp->buf, c->resp->cap, &c->resp->plan)) {
 		conn_close(c, true);
 		return;
 	}
@@ -365,6 +370,11 @@ static void plan(struct h1_conn *c)
 					  c->resp->plan.relpath);
 		lk = NULL;
 	}
+	/* Stopping: this is the connection's last answer, and its head says
+	 * so (RFC 9112 9.6), so that a client knows to retry what it
+	 * pipelined behind it. */
+	if (hw->stopping)
+		c->req.keep_alive = false;
 	drop_fd(c->resp);
 	answer(c, respond_plan(c->cfg, lk, &c->req, &hw->clock, hw->plan_flags,
 			       c->resp->buf, c->resp->cap, &c->resp->plan));
@@ -526,6 +536,8 @@ static void responded(struct h1_conn *c, enum h1_end end)
 		/* The plan looked the file up with O_PATH, which needs no
 		 * read permission: only the transfer's open finds out. */
 		if (c->have_req) {
+			if (hw->stopping)
+				c->req.keep_alive = false;
 			drop_fd(c->resp);
 			answer(c, respond_status(&c->req, 403, &hw->clock,
 						 c->resp->buf, c->resp->cap,

@@ -83,13 +83,14 @@ uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent)
 	return sent > head ? sent - head : 0;
 }
 
-int respond_error(const struct orcd_config *cfg, int status,
+int respond_error(const struct orcd_config *cfg, int status, bool head_only,
 		  struct http_clock *clock, char *buf, size_t cap,
 		  struct response_plan *plan)
 {
 	(void)cfg;
 	plan_init(plan, false);
-	return render_status(plan, status, 1, false, clock, NULL, buf, cap);
+	return render_status(plan, status, 1, head_only, clock, NULL, buf,
+			     cap);
 }
 
 int respond_status(const struct http_request *req, int status,

@@ -77,9 +77,10 @@ uint64_t respond_body_bytes(const struct response_plan *plan, uint64_t sent);
 
 /*
  * Render an error response not tied to a parsed request (parse errors,
- * 408 on header timeout). Always closes the connection.
+ * 408 on header timeout). Always closes the connection. head_only: the
+ * request line said HEAD, so no body goes (RFC 9110 9.3.2).
  */
-int respond_error(const struct orcd_config *cfg, int status,
+int respond_error(const struct orcd_config *cfg, int status, bool head_only,
 		  struct http_clock *clock, char *buf, size_t cap,
 		  struct response_plan *plan);
 

@@ -250,6 +250,20 @@ def duplicate_host_is_400(srv):
 
 
 @orcdtest.case
+def head_refused_gets_no_body(srv):
+    # RFC 9110 9.3.2: no content in any response to HEAD, an error's
+    # included (the 400 page went out after the head).
+    with srv.conn() as c:
+        c.send(b"HEAD /hello.txt HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+        r = c.read_response(head_request=True)
+        eq(r.status, 400, "two Host fields on a HEAD")
+        check(int(r.header("content-length", "0")) > 0,
+              "the 400's Content-Length names the page it would send")
+        check(c.closed_by_peer(), "left open after a 400")
+        eq(bytes(c.buf), b"", "bytes after the HEAD's 400 head")
+
+
+@orcdtest.case
 def invalid_host_is_400(srv):
     # RFC 9112 3.2: MUST answer 400 to a Host field with an invalid value
     # (Host = uri-host [ ":" port ], port = *DIGIT).
