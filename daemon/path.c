@@ -146,6 +146,10 @@ int path_normalize(const char *raw, size_t len, char *out, size_t cap,
 			seg_put(&n, &s, (char)c);
 		}
 	}
+	/* A last "." or ".." leaves a directory behind it: "/a/b/.." is
+	 * "/a/" (RFC 3986 5.2.4), so "/file.txt/." names no file. */
+	if (s.dots && (s.len == 1 || s.len == 2))
+		slash_last = true;
 	ret = seg_end(&n, &s);
 	if (ret)
 		return ret;

@@ -214,18 +214,28 @@ def redirect_of(srv, target):
 
 @orcdtest.case
 def redirect_never_to_another_host(srv):
-    # Each normalises to the root directory without a trailing slash; a
-    # Location built from the raw target ("//evil.example/../") is a
+    # Each normalises to the directory "dir" without a trailing slash; a
+    # Location built from the raw target ("//evil.example/../dir/") is a
     # network-path reference a browser follows to evil.example.
+    for target in ("//evil.example/../dir", "/\\evil.example/../dir",
+                   "/%5cevil.example/../dir", "/%5Cevil.example/../dir",
+                   "///evil.example/../dir", "//evil.example//../dir",
+                   "//evil.example/%2e%2e/dir", "//evil.example/.%2E/dir",
+                   "/%2fevil.example/../dir", "/dir/../dir",
+                   "/" + "/" * 50 + "evil.example/../dir"):
+        eq(redirect_of(srv, target), "/dir/", target)
+    # Ending in a dot segment, each is the root directory itself (RFC
+    # 3986 5.2.4): its index, and no Location at all.
+    with open(srv.path("index.html"), "rb") as f:
+        index = f.read()
     for target in ("//evil.example/..", "/\\evil.example/..",
-                   "/%5cevil.example/..", "/%5Cevil.example/..",
-                   "///evil.example/..", "//evil.example//..",
+                   "/%5cevil.example/..", "//evil.example//..",
                    "//evil.example/%2e%2e", "//evil.example/.%2E",
                    "/%2fevil.example/..", "/dir/..", "/dir/%2e%2e",
-                   "/./.", "/.", "/" + "/" * 50 + "evil.example/.."):
-        eq(redirect_of(srv, target), "/", target)
-    r = get_raw_target(srv, "/")
-    eq(r.status, 200, "the redirect's target /")
+                   "/./.", "/."):
+        r = get_raw_target(srv, target)
+        eq((r.status, r.header("location"), r.body), (200, None, index),
+           target)
 
 
 @orcdtest.case
@@ -234,7 +244,7 @@ def redirect_location_is_normalised(srv):
     # Location names the directory once, with one slash between names.
     for target, want in (("//dir", "/dir/"), ("////dir", "/dir/"),
                          ("/" * 40 + "dir", "/dir/"), ("/./dir", "/dir/"),
-                         ("/dir/.", "/dir/"), ("/x/../dir", "/dir/"),
+                         ("/x/../dir", "/dir/"),
                          ("/x/%2e%2e/dir", "/dir/"),
                          ("/x/%2E%2E/dir", "/dir/"),
                          ("/%2fdir", "/dir/"), ("/%2F%2Fdir", "/dir/"),
@@ -243,9 +253,10 @@ def redirect_location_is_normalised(srv):
                          ("//evil.example/../dir", "/dir/"),
                          ("/%64ir", "/dir/")):
         eq(redirect_of(srv, target), want, target)
-    # A trailing slash, literal or encoded, names the directory itself:
-    # its index, no redirect. A ".." above the root stays a 400.
+    # A trailing slash, literal or encoded, or a last dot segment names the
+    # directory itself: its index, no redirect. A ".." above the root stays a 400.
     for target, status in (("//dir//", 200), ("/dir/./", 200),
+                           ("/dir/.", 200), ("/dir/x/..", 200),
                            ("/dir%2f", 200), ("/dir%2f..%2f..%2fdir", 400)):
         eq(get_raw_target(srv, target).status, status, target)
 
@@ -283,7 +294,8 @@ def redirect_keeps_query(srv):
     # or a tracking parameter survives; the fragment never reaches us.
     for target, want in (("/dir?x=1", "/dir/?x=1"),
                          ("/dir?a=/../..&b=%2F", "/dir/?a=/../..&b=%2F"),
-                         ("//evil.example/..?next=//x", "/?next=//x"),
+                         ("//evil.example/../dir?next=//x",
+                          "/dir/?next=//x"),
                          ("/dir?", "/dir/"), ("/dir#frag", "/dir/"),
                          ("/dir?q=1#frag", "/dir/?q=1"),
                          ("/dir?a\\b", "/dir/?a%5Cb"),
@@ -303,6 +315,18 @@ def directory_without_index(srv):
 @orcdtest.case
 def file_with_trailing_slash_404(srv):
     eq(get_raw_target(srv, "/hello.txt/").status, 404, "/hello.txt/")
+    # A last dot segment leaves a directory (RFC 3986 5.2.4): these name
+    # "/hello.txt/", not the file (they were answered with it).
+    for target in ("/hello.txt/.", "/hello.txt/x/..", "/hello.txt/%2e"):
+        eq(get_raw_target(srv, target).status, 404, target)
+
+
+@orcdtest.case
+def last_dotdot_is_the_directory_itself(srv):
+    # "/dir/sub/.." is "/dir/": its index, not a redirect to where it is.
+    r = get_raw_target(srv, "/dir/noindex-sub/..")
+    with open(srv.path("dir/index.html"), "rb") as f:
+        eq((r.status, r.body), (200, f.read()), "/dir/noindex-sub/..")
 
 
 @orcdtest.case
