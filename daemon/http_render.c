@@ -187,7 +187,7 @@ ssize_t http_render_head(const struct http_response *r, char *buf, size_t cap)
 		put_u64(&w, (uint64_t)r->content_length);
 		put(&w, "\r\n", 2);
 	}
-	if (r->last_modified != 0) {
+	if (r->has_last_modified) {
 		struct http_date_text *lm =
 			k ? &k->lm[(uint64_t)r->last_modified % HTTP_CLOCK_LM] :
 			    NULL;

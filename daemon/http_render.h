@@ -43,7 +43,9 @@ struct http_response {
 	const char *server;	/* Server; NULL omits */
 	const char *content_type; /* NULL omits */
 	int64_t content_length;	/* < 0 omits (never for our responses) */
-	time_t last_modified;	/* 0 omits */
+	time_t last_modified;	/* sent when has_last_modified (a file's
+				 * mtime may be 0: reproducible builds) */
+	bool has_last_modified;
 	const char *etag;	/* NULL omits */
 	bool accept_ranges;	/* Accept-Ranges: bytes */
 	bool content_range;	/* Content-Range: bytes first-last/total */

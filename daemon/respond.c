@@ -273,6 +273,7 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		.content_type = mime_lookup(cfg->mime, plan->relpath,
 					    cfg->default_type),
 		.last_modified = lm,
+		.has_last_modified = true,
 		.etag = etag,
 		.accept_ranges = true,
 	};

@@ -329,5 +329,21 @@ def etag_changes_with_content(srv):
     eq(r.body, BODY + b"more", "body after a change")
 
 
+@orcdtest.case
+def mtime_at_the_epoch_is_a_date(srv):
+    # Reproducible builds set every mtime to 0 (SOURCE_DATE_EPOCH=0): the
+    # field was left out, while If-Modified-Since still compared with it.
+    srv.write_file("epoch.txt", BODY, mtime=0)
+    r = srv.get("/epoch.txt")
+    eq((r.status, r.header("last-modified")), (200, http_date(0)),
+       "Last-Modified of a file dated 0")
+    with srv.conn() as c:
+        c.send(build_request("GET", "/epoch.txt",
+                             {"If-Modified-Since": http_date(0)}))
+        r304 = c.read_response()
+    eq((r304.status, r304.header("last-modified")), (304, http_date(0)),
+       "If-Modified-Since the epoch")
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run())

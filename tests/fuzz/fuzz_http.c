@@ -118,6 +118,7 @@ static void check_semantics(const struct http_request *req, size_t size)
 	r.allow = cstr(req->method_str);
 	r.etag = etag;
 	r.last_modified = mtime;
+	r.has_last_modified = mtime & 1;
 	r.accept_ranges = ir;
 	r.content_length = (int64_t)(size & 0xffff);
 	if (http_range_parse(req->range, 1000, &first, &last) ==

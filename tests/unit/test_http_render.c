@@ -77,6 +77,7 @@ static void test_full_200(void **state)
 	r.content_type = "text/html; charset=utf-8";
 	r.content_length = 1234;
 	r.last_modified = T1994;
+	r.has_last_modified = true;
 	r.etag = "\"5f3-4d2-1\"";
 	r.accept_ranges = true;
 	expect_head(&r, "HTTP/1.1 200 OK\r\n"
@@ -142,6 +143,7 @@ static void test_dates_kept_by_the_clock(void **state)
 
 		r.now = clock.now = step[k].now;
 		r.last_modified = step[k].lm;
+		r.has_last_modified = true;
 		/* The second lap alternates with heads that have no clock. */
 		r.clock = i < sizeof(step) / sizeof(step[0]) || i % 2 ?
 				  &clock :
@@ -259,11 +261,31 @@ static void test_304(void **state)
 	r.server = "orcd";
 	r.etag = "\"x\"";
 	r.last_modified = T1994;
+	r.has_last_modified = true;
 	expect_head(&r, "HTTP/1.1 304 Not Modified\r\n"
 			"Date: Mon, 01 Jan 2024 00:00:00 GMT\r\n"
 			"Server: orcd\r\n"
 			"Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
 			"ETag: \"x\"\r\n"
+			"\r\n");
+}
+
+/* A file's mtime may be the epoch (reproducible builds): it is a date
+ * like any other, and only has_last_modified leaves the field out. */
+static void test_last_modified_at_the_epoch(void **state)
+{
+	(void)state;
+	struct http_response r = base(304);
+
+	r.last_modified = 0;
+	r.has_last_modified = true;
+	expect_head(&r, "HTTP/1.1 304 Not Modified\r\n"
+			"Date: Mon, 01 Jan 2024 00:00:00 GMT\r\n"
+			"Last-Modified: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+			"\r\n");
+	r.has_last_modified = false;
+	expect_head(&r, "HTTP/1.1 304 Not Modified\r\n"
+			"Date: Mon, 01 Jan 2024 00:00:00 GMT\r\n"
 			"\r\n");
 }
 
@@ -278,6 +300,7 @@ static void test_enospc_every_cap(void **state)
 	r.content_type = "application/octet-stream";
 	r.content_length = 1;
 	r.last_modified = T1994;
+	r.has_last_modified = true;
 	r.etag = "\"abc\"";
 	r.accept_ranges = true;
 	r.content_range = true;
@@ -432,6 +455,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full_200),
+		cmocka_unit_test(test_last_modified_at_the_epoch),
 		cmocka_unit_test(test_minimal),
 		cmocka_unit_test(test_dates_kept_by_the_clock),
 		cmocka_unit_test(test_connection),
