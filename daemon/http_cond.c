@@ -464,6 +464,7 @@ enum http_range_result http_range_parse(struct http_str range, uint64_t size,
 	bool suffix = false, has_last = false;
 	uint64_t a = 0, b = 0;
 	unsigned count = 0;
+	bool any_satisfiable = false;
 	size_t i;
 
 	*first = 0;
@@ -486,6 +487,10 @@ enum http_range_result http_range_parse(struct http_str range, uint64_t size,
 			break;
 		if (!range_spec(range, &i, &sfx, &x, &hl, &y))
 			return HTTP_RANGE_NONE;
+		/* As for one range below: a suffix of more than zero bytes,
+		 * or a first position before the end. */
+		if (sfx ? x > 0 : x < size)
+			any_satisfiable = true;
 		if (count++ == 0) {
 			suffix = sfx;
 			a = x;
@@ -499,8 +504,12 @@ enum http_range_result http_range_parse(struct http_str range, uint64_t size,
 	}
 	if (count == 0)
 		return HTTP_RANGE_NONE;
+	/* Several: served whole (RFC 9110 14.2 lets a server ignore Range),
+	 * unless none of them overlaps the file, which is a 416 (15.5.17),
+	 * as for one. */
 	if (count > 1)
-		return HTTP_RANGE_MULTI;
+		return any_satisfiable ? HTTP_RANGE_MULTI :
+					 HTTP_RANGE_UNSATISFIABLE;
 	/* A suffix of zero bytes selects nothing, nor does a first position
 	 * at or past the end. A suffix of more is satisfiable even on an
 	 * empty representation (RFC 9110 14.1.1), but no 206 can carry zero

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Range requests (RFC 9110 section 14): single byte ranges, 416, If-Range,
-unknown units, multiple ranges (answered with a plain 200, as documented),
+unknown units, multiple ranges (answered with a plain 200, as orcd(8)
+says, or 416 when none overlaps the file),
 and exact bytes far into a large file."""
 
 import os
@@ -180,6 +181,14 @@ def multiple_ranges_200(srv):
                   "%s: 206 with Content-Type %r" % (spec, ct))
         else:
             full(r, DATA, spec)
+    # ...but when none of them overlaps the file, 416 as for one (RFC
+    # 9110 15.5.17; nginx too): a 200 hid that the client is wrong.
+    size = len(DATA)
+    for spec in ("bytes=%d-,%d-" % (size, size + 100),
+                 "bytes=%d-%d, -0" % (size + 1, size + 5)):
+        r = rng(srv, spec)
+        eq((r.status, r.header("content-range")), (416, "bytes */%d" % size),
+           spec)
 
 
 @orcdtest.case

@@ -594,7 +594,11 @@ static void test_range(void **state)
 		{"bytes=0-1,2-3", 1000, HTTP_RANGE_MULTI, 0, 0},
 		{"bytes=0-1, -5", 1000, HTTP_RANGE_MULTI, 0, 0},
 		{"bytes=0-1 ,\t5-", 1000, HTTP_RANGE_MULTI, 0, 0},
-		{"bytes=2000-,3000-", 1000, HTTP_RANGE_MULTI, 0, 0},
+		/* Several, none overlapping the file: 416, as for one. */
+		{"bytes=2000-,3000-", 1000, HTTP_RANGE_UNSATISFIABLE, 0, 0},
+		{"bytes=1000-,-0", 1000, HTTP_RANGE_UNSATISFIABLE, 0, 0},
+		{"bytes=2000-,999-", 1000, HTTP_RANGE_MULTI, 0, 0},
+		{"bytes=2000-,-1", 1000, HTTP_RANGE_MULTI, 0, 0},
 		/* ignored: unknown unit or invalid syntax */
 		{"items=0-1", 1000, HTTP_RANGE_NONE, 0, 0},
 		{"byte=0-1", 1000, HTTP_RANGE_NONE, 0, 0},
