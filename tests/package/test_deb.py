@@ -40,11 +40,13 @@ BINARY = "/usr/sbin/orcd"
 CONF = "/etc/orcd/orcd.conf"
 UNITDIR = "/lib/systemd/system"
 UNITS = ("orcd.service", "orcd.socket", "orcd-metrics.socket")
-MAN = ("/usr/share/man/man8/orcd.8", "/usr/share/man/man5/orcd.conf.5")
+MAN = ("/usr/share/man/man8/orcd.8.gz", "/usr/share/man/man5/orcd.conf.5.gz")
+DOC = "/usr/share/doc/orcd"
+WWW = "/var/www/orcd"
 # Where LogsDirectory=orcd lands with DynamicUser=yes.
 LOGS = ("/var/log/private/orcd", "/var/log/orcd")
 # Paths this test must find absent before it installs anything.
-OURS = (BINARY, "/etc/orcd", "/usr/share/doc/orcd", "/var/www/orcd") + \
+OURS = (BINARY, "/etc/orcd", DOC, WWW) + \
     tuple(os.path.join(UNITDIR, u) for u in UNITS) + MAN + LOGS
 # Searched for names containing "orcd" before the install and after the
 # purge; the two lists must be equal.
@@ -128,15 +130,35 @@ def build_package(work):
     return deb
 
 
-def check_package(deb):
+def check_package(deb, work):
     p = run(["dpkg-deb", "-c", deb])
     listed = set(re.sub(r"^\./", "/", line.split()[-1]).rstrip("/")
                  for line in p.stdout.splitlines())
     want = [BINARY, CONF] + [os.path.join(UNITDIR, u) for u in UNITS] + \
-        list(MAN)
-    case("binary, config, units and man pages in the package",
+        list(MAN) + [DOC + "/copyright", DOC + "/changelog.gz"]
+    case("binary, config, units, gzipped man pages, copyright and "
+         "changelog in the package",
          not [w for w in want if w not in listed],
          "missing: %s" % [w for w in want if w not in listed])
+    # Debian policy 12.1 (pages compressed) and FHS / lintian
+    # dir-or-file-in-var-www (postinst makes the root instead).
+    bad = sorted(x for x in listed if x.startswith("/var/www")
+                 or re.match(r"/usr/share/man/.*\.[0-9]$", x))
+    case("nothing under /var/www, no uncompressed man page", not bad,
+         "in the package: %s" % bad)
+    x = os.path.join(work, "x")
+    run(["dpkg-deb", "-x", deb, x])
+    p = run(["dpkg-parsechangelog", "-l", "-", "-S", "Version"],
+            input=run(["gzip", "-dc", x + DOC + "/changelog.gz"]).stdout)
+    case("changelog.gz names this version (%s)" % project_version(),
+         p.stdout.strip() == project_version(),
+         "dpkg-parsechangelog: %s" % p.stdout.strip())
+    with open(x + DOC + "/copyright") as f:
+        text = f.read()
+    case("copyright: machine-readable, Expat",
+         text.startswith("Format: https://www.debian.org/doc/packaging-"
+                         "manuals/copyright-format/1.0/")
+         and "\nLicense: Expat\n" in text, text[:200])
     p = run(["dpkg-deb", "-I", deb, "conffiles"])
     case("conffiles: %s" % CONF, p.stdout.split() == [CONF], p.stdout)
     p = run(["dpkg-deb", "-f", deb, "Depends"])
@@ -151,6 +173,8 @@ def check_package(deb):
 
 
 def check_installed(work):
+    case("postinst made the shipped root %s" % WWW, os.path.isdir(WWW),
+         "missing")
     p = run(["dpkg-query", "-W", "-f=${Conffiles}", "orcd"])
     case("dpkg knows %s as a conffile" % CONF,
          re.search(r"^ %s [0-9a-f]{32}$" % re.escape(CONF), p.stdout, re.M),
@@ -228,7 +252,7 @@ def remove_and_purge(before):
     p = run(["dpkg", "-P", "orcd"])
     case("dpkg -P orcd", p.returncode == 0, p.stdout)
     left = [f for f in files if lexists(f) and not os.path.isdir(f)]
-    left += [d for d in ("/etc/orcd", "/usr/share/doc/orcd", "/var/www/orcd")
+    left += [d for d in ("/etc/orcd", DOC, WWW)
              + LOGS if lexists(d)]
     new = sorted(traces() - before)
     case("dpkg -P: nothing left (package files, logs, enablement links)",
@@ -263,7 +287,7 @@ def main():
         if deb:
             print("# %s: %d bytes" % (os.path.basename(deb),
                                       os.path.getsize(deb)))
-            check_package(deb)
+            check_package(deb, work)
             p = run(["dpkg", "-i", deb])
             if case("dpkg -i %s" % os.path.basename(deb), p.returncode == 0,
                     p.stdout):

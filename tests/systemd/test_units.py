@@ -249,8 +249,8 @@ def main():
         binary = one(dest, "**/sbin/orcd")
         conf = one(dest, "**/etc/orcd/orcd.conf")
         unit = one(dest, "**/lib/systemd/system/orcd.service")
-        man8 = one(dest, "**/share/man/man8/orcd.8")
-        man5 = one(dest, "**/share/man/man5/orcd.conf.5")
+        man8 = one(dest, "**/share/man/man8/orcd.8.gz")
+        man5 = one(dest, "**/share/man/man5/orcd.conf.5.gz")
         dropin = one(dest, "**/share/doc/orcd/examples/"
                            "bind-privileged-port.conf")
         everything = all((binary, conf, unit, man8, man5, dropin))
@@ -266,6 +266,16 @@ def main():
              % (binary, conf, unit, man8, man5, dropin))
         if not everything:
             return 1
+        # A second install keeps an edited configuration (as nginx's
+        # make install does); it replaced it before.
+        with open(conf, "a") as f:
+            f.write("# edited after the install\n")
+        p = run([CMAKE, "--install", BUILD],
+                env=dict(os.environ, DESTDIR=dest))
+        with open(conf) as f:
+            kept = "# edited after the install" in f.read()
+        case("a second cmake --install keeps the edited orcd.conf",
+             p.returncode == 0 and kept, p.stdout + p.stderr)
         prefix = os.path.dirname(os.path.dirname(binary))[len(dest):]
         unitdir = os.path.dirname(unit)
         for u in UNITS:
