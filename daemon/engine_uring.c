@@ -892,7 +892,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	struct conn_budget budget;
 	bool min_wait;
 	int base, r;
-	unsigned n, n_acc;
+	unsigned n, n_acc, cache_fds;
 
 	if (!uw)
 		return -ENOMEM;
@@ -988,10 +988,10 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->notify.usable = uw->ring.flags & IORING_SETUP_DEFER_TASKRUN;
 	uw->fd_install = fl == &uring_flavor_direct &&
 			 uring_has_fd_install(&uw->ring);
-	uw->sock_fds_max =
-		uw->fd_install ? uring_sock_fds_max(w->srv->n_workers) : 0;
+	uring_kept_fds(uw, &cache_fds, &uw->sock_fds_max);
 	uring_fault_setup(uw);
 	uw->sc = stat_cache_new(w->cfg, w->stats.stat_cache);
+	stat_cache_limit_fds(uw->sc, cache_fds);
 	if (!uw->sc)
 		log_msg(LOG_WARNING, "worker %u: no memory for the stat cache",
 			w->id);

@@ -50,7 +50,7 @@ struct orcd_open_how {
 /* On direct, a connection keeps its socket installed as an fd after a
  * sendfile body, for the next one: a download client asks again. At most
  * this many per worker, like the files kept open (STAT_CACHE_MAP_FDS),
- * and fewer where RLIMIT_NOFILE is tight (uring_sock_fds_max). */
+ * and fewer where RLIMIT_NOFILE is tight (uring_kept_fds). */
 #define SOCK_FDS_KEPT		       256u
 /* IORING_OP_NOP's flag (6.10+) to complete with sqe->len as the result. */
 #define ORCD_IORING_NOP_INJECT_RESULT  (1U << 0)
@@ -331,7 +331,7 @@ struct uring_worker {
 	bool register_warned;	/* a socket's registration failed once */
 	bool install_warned;	/* an install failed once: said so */
 	unsigned sock_fds;	/* sockets installed as fds (sock_fd, sf_sock) */
-	unsigned sock_fds_max;	/* at most this many (uring_sock_fds_max) */
+	unsigned sock_fds_max;	/* at most this many (uring_kept_fds) */
 	/* Tests: every Nth SENDMSG completes -EAGAIN instead, every Nth
 	 * submit is refused as a full CQ refuses it, and every Nth accepted
 	 * socket finds no memory for its connection (0: none). */
@@ -375,7 +375,8 @@ unsigned uring_ring_depth(const struct orcd_config *cfg);
 int uring_ring_init(struct io_uring *ring, unsigned entries);
 int uring_register_sparse(struct io_uring *ring, unsigned n);
 bool uring_has_fd_install(struct io_uring *ring);
-unsigned uring_sock_fds_max(unsigned workers);
+void uring_kept_fds(const struct uring_worker *uw, unsigned *cache_fds,
+		    unsigned *sock_fds);
 void uring_prep_eagain_nop(struct io_uring_sqe *sqe);
 void uring_fault_setup(struct uring_worker *uw);
 bool uring_fault_send_eagain(struct uring_worker *uw);

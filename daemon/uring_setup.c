@@ -538,23 +538,39 @@ int uring_direct_setup(struct orcd_server *srv, char *err, size_t cap)
 	return 0;
 }
 
-/* How many sockets a direct worker keeps installed (SOCK_FDS_KEPT), so
- * that they and the stat caches' open files take at most half of
- * RLIMIT_NOFILE across the workers (see uring_direct_setup). */
-unsigned uring_sock_fds_max(unsigned workers)
+/*
+ * The real fds a worker may keep: files its stat cache keeps open (at most
+ * STAT_CACHE_MAP_FDS) and, on direct with IORING_OP_FIXED_FD_INSTALL,
+ * sockets installed for sendfile (SOCK_FDS_KEPT). Across the workers they
+ * take at most half of the ordinary fds RLIMIT_NOFILE leaves (on specific,
+ * those above the reserved range), so that a lookup's O_PATH open, a log,
+ * a listener or a reload's opens always find one: half of a worker's share
+ * for the cache, the rest for sockets. (Before, only the sockets were
+ * held to it, and the caches of a few workers could fill the limit: every
+ * lookup was then EMFILE, a 503.)
+ */
+void uring_kept_fds(const struct uring_worker *uw, unsigned *cache_fds,
+		    unsigned *sock_fds)
 {
+	const struct orcd_server *srv = uw->w->srv;
 	struct rlimit rl;
-	rlim_t per;
+	rlim_t room, per;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return 0;
-	if (rl.rlim_cur == RLIM_INFINITY)
-		return SOCK_FDS_KEPT;
-	per = rl.rlim_cur / 2 / (workers ? workers : 1);
-	if (per <= STAT_CACHE_MAP_FDS)
-		return 0;
-	per -= STAT_CACHE_MAP_FDS;
-	return per < SOCK_FDS_KEPT ? (unsigned)per : SOCK_FDS_KEPT;
+	*cache_fds = STAT_CACHE_MAP_FDS;
+	*sock_fds = uw->fd_install ? SOCK_FDS_KEPT : 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	room = rl.rlim_cur;
+	if (uw->fl == &uring_flavor_specific) {
+		int min = prctl(ORCD_PR_INCREASE_MIN_FD, 0, 0, 0, 0);
+
+		room = min >= 0 && (rlim_t)min < room ? room - (rlim_t)min : 0;
+	}
+	per = room / 2 / (srv->n_workers ? srv->n_workers : 1);
+	if (per / 2 < *cache_fds)
+		*cache_fds = (unsigned)(per / 2);
+	if (per - *cache_fds < *sock_fds)
+		*sock_fds = (unsigned)(per - *cache_fds);
 }
 
 /* ---- provided buffers for first recvs ---- */

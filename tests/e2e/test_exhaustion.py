@@ -258,6 +258,43 @@ def files_find_a_descriptor_when_sockets_fill_the_limit():
         srv.stop()
 
 
+@orcdtest.case
+def kept_files_leave_room_under_the_fd_limit():
+    # Each worker's stat cache keeps large files open (up to 256), and on
+    # the io_uring engines nothing held that to RLIMIT_NOFILE: two
+    # workers under a limit of 200 filled it, and from then on every
+    # lookup's O_PATH open failed, so every request (even a missing
+    # path) was a 503. Kept files now take at most a quarter of each
+    # worker's share of the limit on every engine.
+    limit, files = 200, 200
+    conf = "threads 2;\n"
+    if orcdtest.ENGINE == "specific":
+        conf += "slots 32;\n"   # the reserved range fits under the limit
+    with Server(conf=conf) as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
+        srv.preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                 (limit, limit))
+        for i in range(files):
+            srv.write_file("kept/%03d.bin" % i, b"%03d" % i * 23334)
+        srv.start()
+        bad = []
+        for lap in range(2):
+            with srv.conn(timeout=DEADLINE) as c:
+                for i in range(files):
+                    c.send(build_request("GET", "/kept/%03d.bin" % i))
+                    r = c.read_response()
+                    if r is None or r.status != 200 or \
+                            len(r.body) != 3 * 23334:
+                        bad.append((lap, i, r and r.status))
+        eq(bad[:5], [], "answers other than the file (of %d)" % len(bad))
+        eq(srv.get("/hello.txt").status, 200, "a small file afterwards")
+        check(srv.fd_count() < limit * 3 // 4,
+              "orcd holds %d fds under a limit of %d" % (srv.fd_count(),
+                                                         limit))
+        srv.stop()
+
+
 BUDGET_LINE = "max_connections 1000 does not fit slots 128"
 
 
