@@ -433,8 +433,17 @@ static void act(struct uconn *c, enum uafter after)
 	};
 
 	c->after = AFTER_NONE;
-	if (uw->hw.drain_expired && after != AFTER_DONE)
+	if (uw->hw.drain_expired && after != AFTER_DONE) {
+		if (c->file_open) {
+			/* A chunk sent as the drain ran out (AFTER_CHUNK):
+			 * its file is still open, and a slot comes back only
+			 * through its close (repair_batch_done acts again). */
+			c->after = AFTER_ABORT;
+			repair_close(c);
+			return;
+		}
 		after = AFTER_ABORT;
+	}
 	if (after != AFTER_REPLAN)
 		c->open_cold = false;
 	if (after == AFTER_CHUNK) {

@@ -229,6 +229,64 @@ def listen_change_frees_the_old_address_at_once():
 
 
 @orcdtest.case
+def drain_cut_mid_download_closes_the_chains_file():
+    # A retired generation's drain is bounded (10 s). When it ran out
+    # just as a chunk of a chained download had gone out, the chain's
+    # file was never closed: its slot (on specific a real fd) was never
+    # given back, nor the chain counted as completed.
+    import threading
+    with Server(conf="stat_cache 0;\n", metrics=True) as srv:
+        if srv.engine == "epoll":
+            raise orcdtest.Skip("no chains on epoll")
+        if srv.engine == "specific":
+            raise orcdtest.Skip("specific keeps its listen addresses")
+        if srv.forwarded:
+            raise orcdtest.Skip("the guest's forwarded ports are fixed")
+        with open(srv.path("huge.bin"), "wb") as f:
+            f.truncate(1 << 40)  # sparse: more than 10 s of downloading
+        srv.start()
+        done = threading.Event()
+
+        def download(c):
+            try:
+                while not done.is_set() and c.sock.recv(1 << 20):
+                    pass
+            except OSError:
+                pass
+
+        conns = [srv.conn(timeout=30) for _ in range(3)]
+        for c in conns:
+            c.send(build_request("GET", "/huge.bin"))
+        readers = [threading.Thread(target=download, args=(c,))
+                   for c in conns]
+        for t in readers:
+            t.start()
+        try:
+            wait_until(lambda: srv.metrics().total(
+                "orcd_chains_in_flight") == 3, 10, "three downloads")
+            srv.port = orcdtest.free_port()
+            reload(srv, "stat_cache 0;\n")
+            srv.addr = ("127.0.0.1", srv.port)
+            wait_until(lambda: "still busy after 10s; cancelling" in
+                       srv.stderr_text(), 30, "the drain to run out")
+            for t in readers:
+                t.join(30)
+        finally:
+            done.set()
+            for c in conns:
+                c.close()
+        wait_until(lambda: srv.metrics().total("orcd_chains_in_flight")
+                   == 0, 10, "no chain in flight")
+        m = srv.metrics()
+        eq(m.total("orcd_chains_completed_total"),
+           m.total("orcd_chains_submitted_total"),
+           "chains completed, of those submitted")
+        eq(srv.get("/hello.txt").body, HELLO, "served afterwards")
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
 def workers_that_cannot_start_leave_the_old_ones_serving():
     # A reload to more listen addresses whose workers cannot start (the
     # fd limit lowered under the running server) fails as a whole: the
