@@ -756,6 +756,9 @@ static void on_heartbeat(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)loop;
 	(void)revents;
 	server_heartbeat(ew->w);
+	/* A file replaced or deleted is let go within a second (it may be
+	 * kept open and mapped) even by a worker no request comes to. */
+	stat_cache_sync(ew->sc);
 }
 
 static void begin_stop(struct ep_worker *ew)

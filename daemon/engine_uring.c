@@ -572,6 +572,12 @@ static void notify_done(struct uring_worker *uw, unsigned step, int res,
 	/* A cancelled poll on an older instance: nothing to do. */
 	if (step != (n->gen & URING_NOTIFY_GEN_MASK) || n->state == UN_OFF)
 		return;
+	/* Read the events now, not at the next lookup: a file replaced or
+	 * deleted is let go (it may be kept open and mapped) even by a
+	 * worker no request comes to. Lookups still read first where this
+	 * turn marked the cache. */
+	if (res > 0)
+		stat_cache_sync(uw->sc);
 	if (!(cflags & IORING_CQE_F_MORE)) {
 		/* Ended (CQ full, cancelled): armed again next turn. A poll
 		 * the kernel refuses is not tried again: every batch marks

@@ -12,7 +12,7 @@ import struct
 import sys
 
 import orcdtest
-from orcdtest import build_request, check, eq
+from orcdtest import build_request, check, eq, wait_until
 
 ENTRIES = 64
 IN_OPEN = 0x20
@@ -235,6 +235,31 @@ def symlinks_out_of_the_root_leave_no_watch_outside(srv):
     srv.write_file("real/d/in.txt", b"changed\n")
     eq(srv.get("/in-rel/d/in.txt").body, b"changed\n",
        "a change seen through the symlink")
+
+
+@orcdtest.case
+def an_idle_worker_lets_go_of_a_replaced_file(srv):
+    # A large file sent twice stays open (and mapped) for sendfile. When
+    # it is replaced, the worker must let it go even if no request comes:
+    # it held the deleted file, and its disk space, until its next
+    # request, which on a quiet SO_REUSEPORT worker may be never.
+    needs_cache(srv)
+    srv.release_kept_files()
+    wait_until(lambda: srv.fd_count() == srv.fd_baseline, 10,
+               "fds back to the baseline first")
+    data = os.urandom(3 << 20)
+    srv.write_file("replaced.bin", data)
+    for _ in range(2):
+        eq(srv.get("/replaced.bin").body, data, "the file")
+    check(srv.fd_count() > srv.fd_baseline, "the large file was not kept "
+          "open (%d fds)" % srv.fd_count())
+    tmp = srv.path("replaced.bin.new")
+    with open(tmp, "wb") as f:
+        f.write(b"new\n")
+    os.rename(tmp, srv.path("replaced.bin"))
+    # No request from here on.
+    wait_until(lambda: srv.fd_count() == srv.fd_baseline, 5,
+               "the replaced file to be let go without a request")
 
 
 if __name__ == "__main__":
