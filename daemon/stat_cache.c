@@ -1086,6 +1086,29 @@ void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 	sc->data_bytes += len;
 }
 
+/* A small file's bytes into e's body, read from fd (opened as `now`). */
+static void keep_read(struct stat_cache *sc, struct sc_entry *e, int fd,
+		      const struct file_meta *now,
+		      const struct file_meta *meta)
+{
+	struct sc_body *b;
+	size_t len = (size_t)meta->size;
+
+	if (!same_version(now, meta) || !(b = malloc(sizeof(*b) + len)))
+		return;
+	b->data = (char *)(b + 1);
+	if (pread(fd, b->data, len, 0) != (ssize_t)len) {
+		free(b);
+		return;
+	}
+	b->refs = 1;
+	b->len = len;
+	b->mapped = false;
+	b->fd = -1;
+	e->body = b;
+	sc->data_bytes += len;
+}
+
 void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 			 const char *relpath, const struct file_meta *meta)
 {
@@ -1095,9 +1118,11 @@ void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 	void *map;
 	int fd;
 
-	if (!sc || meta->size <= STAT_CACHE_DATA_FILE ||
-	    meta->size > STAT_CACHE_MAP_FILE ||
-	    sc->map_bytes + meta->size > STAT_CACHE_MAP_TOTAL)
+	if (!sc || !meta->size || meta->size > STAT_CACHE_MAP_FILE ||
+	    (meta->size > STAT_CACHE_DATA_FILE &&
+	     sc->map_bytes + meta->size > STAT_CACHE_MAP_TOTAL) ||
+	    (meta->size <= STAT_CACHE_DATA_FILE &&
+	     sc->data_bytes + meta->size > STAT_CACHE_DATA_TOTAL))
 		return;
 	e = entry_for_body(sc, cfg, relpath, meta);
 	if (!e)
@@ -1106,6 +1131,14 @@ void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 	 * the version the facts describe, or none. */
 	if (file_meta_lookup(cfg->root_fd, relpath, 0, &now, &fd))
 		return;
+	if (meta->size <= STAT_CACHE_DATA_FILE) {
+		/* Bigger than a response buffer's room, so a chain read it in
+		 * pieces: its bytes, as one read's would have been kept. A
+		 * write racing the read queues an event that drops them. */
+		keep_read(sc, e, fd, &now, meta);
+		close(fd);
+		return;
+	}
 	map = same_version(&now, meta) ?
 		      mmap(NULL, meta->size, PROT_READ, MAP_SHARED, fd, 0) :
 		      MAP_FAILED;

@@ -124,7 +124,8 @@ int stat_cache_notify_fd(const struct stat_cache *sc, unsigned *gen);
  * Files' bytes, kept beside their facts and as true as they are, so that
  * a hot request is sends alone, with no open, read or close:
  * - a whole file of at most STAT_CACHE_DATA_FILE bytes is copied when a
- *   transfer has just read it (at most STAT_CACHE_DATA_TOTAL per worker);
+ *   transfer has just read it, or read again once a transfer that read it
+ *   in pieces has sent it (at most STAT_CACHE_DATA_TOTAL per worker);
  * - a larger one (up to STAT_CACHE_MAP_FILE) is mapped once a transfer
  *   has sent it (at most STAT_CACHE_MAP_TOTAL of address space), and the
  *   kernel sends from the page cache: one copy where read-and-send made
@@ -160,7 +161,9 @@ void stat_cache_body_put(struct sc_body *b);
 void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 			  const char *relpath, const struct file_meta *meta,
 			  const char *data, size_t len);
-/* Map relpath's file as of meta (a large one a transfer just sent). */
+/* Map relpath's file as of meta (a large one a transfer just sent); one
+ * of at most STAT_CACHE_DATA_FILE bytes, which a transfer read in more
+ * than one piece, is read into kept bytes instead. */
 void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 			 const char *relpath, const struct file_meta *meta);
 

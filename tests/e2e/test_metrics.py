@@ -147,6 +147,26 @@ def sendfile_socket_fd_lives_with_its_connection(srv):
 
 
 @orcdtest.case
+def files_read_in_pieces_are_kept_too(srv):
+    # A file a little smaller than 64 KiB does not fit one read beside
+    # its head in the 64 KiB buffer, and is not large enough to be
+    # mapped: it was never kept, so every request for it was a whole
+    # open-read-send-close chain. Its bytes are kept now.
+    if getattr(srv, "shared_fs", False):
+        raise orcdtest.Skip("no stat cache on a 9p root")
+    data = bytes((i * 13) & 0xFF for i in range(65535))
+    srv.write_file("almost-64k.bin", data)
+    before = srv.metrics()["orcd_body_cache_hits_total"]
+    with srv.conn() as c:
+        for i in range(5):
+            c.send(orcdtest.build_request("GET", "/almost-64k.bin"))
+            r = c.read_response()
+            eq((r.status, r.body == data), (200, True), "request %d" % i)
+    hits = srv.metrics()["orcd_body_cache_hits_total"] - before
+    check(hits >= 3, "%d of 5 requests served from kept bytes" % hits)
+
+
+@orcdtest.case
 def kept_bodies_beyond_the_open_ones_go_by_sends(srv):
     # Only the first 256 large files a worker keeps stay open; the others
     # are sent from their mapping, the head and the first piece in one
