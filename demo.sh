@@ -39,7 +39,8 @@ if [ "$mode" = qemu ]; then
 fi
 engine=${engine:-auto}
 cache=${ORCD_CACHE:-$HOME/.cache/orcd}
-tests/install-deps.sh --build wrk
+tests/install-deps.sh --build
+command -v wrk >/dev/null || tests/install-deps.sh --build wrk
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release -j "$(nproc)" --target orcd >/dev/null
 site=$(tests/site/build.sh "$cache/site")
