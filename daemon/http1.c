@@ -327,10 +327,10 @@ static void fail(struct h1_conn *c, int status)
 		c->resp = resp_get(hw);
 	if (c->resp)
 		drop_fd(c->resp);
-	/* A request line parsed as far as its method: a HEAD's answer has
-	 * no body, even an error's. */
-	head_only = c->req.request_line.n &&
-		    c->req.method == HTTP_METHOD_HEAD;
+	/* A request line scanned as far as its method (the parser sets it
+	 * then; each head starts from GET): a HEAD's answer has no body,
+	 * even an error's. */
+	head_only = c->req.method == HTTP_METHOD_HEAD;
 	if (!c->resp ||
 	    respond_error(hw->w->cfg, status, head_only, &hw->clock,
 			  c->resp->buf, c->resp->cap, &c->resp->plan)) {

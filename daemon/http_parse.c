@@ -143,10 +143,17 @@ static enum http_parse_result scan_line(struct parse_ctx *c, bool request_line,
 		/* Judge the method byte by byte so that a client speaking
 		 * something else (a TLS hello, say) is refused at once. */
 		if (st->in_method) {
-			if (ch == ' ')
+			if (ch == ' ') {
 				st->in_method = false;
-			else if (!is_tchar(ch))
+				/* Known before the line ends: the answer to a
+				 * HEAD whose line never does (414) has no body
+				 * either. */
+				if (i - start == 4 &&
+				    memcmp(c->buf + start, "HEAD", 4) == 0)
+					c->req->method = HTTP_METHOD_HEAD;
+			} else if (!is_tchar(ch)) {
 				return fail(c, 400);
+			}
 		}
 	}
 }

@@ -261,6 +261,13 @@ def head_refused_gets_no_body(srv):
               "the 400's Content-Length names the page it would send")
         check(c.closed_by_peer(), "left open after a 400")
         eq(bytes(c.buf), b"", "bytes after the HEAD's 400 head")
+    # A line too long to end: the method is known before it does.
+    with srv.conn() as c:
+        c.send(b"HEAD /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+        r = c.read_response(head_request=True)
+        eq(r.status, 414, "a HEAD with a 9000-byte target")
+        check(c.closed_by_peer(), "left open after a 414")
+        eq(bytes(c.buf), b"", "bytes after the HEAD's 414 head")
 
 
 @orcdtest.case
