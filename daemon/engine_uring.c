@@ -802,6 +802,11 @@ static int uring_loop(struct uring_worker *uw)
 			for (unsigned i = 0; i < n; i++)
 				dispatch(uw, data[i], res[i], flags[i]);
 		}
+		/* Without the inotify poll (notify_done() reads on its CQE),
+		 * an idle turn (at least one a second) reads change events,
+		 * so that an idle worker lets go of replaced files too. */
+		if (!took && !uw->notify.usable)
+			stat_cache_sync(uw->sc);
 		wb_took(&uw->wb, ask, took, arrivals, waited);
 	}
 }
@@ -990,8 +995,10 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	 * of single recvs. */
 	uw->mshot = uw->br && (uw->ring.features & ORCD_IORING_FEAT_RW_ATTR) &&
 		    !getenv("ORCD_URING_NO_MSHOT");
-	/* Task work in queue order, in this thread only: see notify_arm(). */
-	uw->notify.usable = uw->ring.flags & IORING_SETUP_DEFER_TASKRUN;
+	/* Task work in queue order, in this thread only: see notify_arm().
+	 * ORCD_URING_NO_NOTIFY_POLL: tests of a ring without it. */
+	uw->notify.usable = (uw->ring.flags & IORING_SETUP_DEFER_TASKRUN) &&
+			    !getenv("ORCD_URING_NO_NOTIFY_POLL");
 	uw->fd_install = fl == &uring_flavor_direct &&
 			 uring_has_fd_install(&uw->ring);
 	uring_kept_fds(uw, &cache_fds, &uw->sock_fds_max);

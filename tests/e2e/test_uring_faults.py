@@ -110,6 +110,32 @@ def with_server(fn, extra="", env=None):
         srv.cleanup()
 
 
+@orcdtest.case
+def without_the_inotify_poll_an_idle_worker_still_lets_go():
+    # ORCD_URING_NO_NOTIFY_POLL: the ring as on a kernel without
+    # DEFER_TASKRUN, where every batch reads change events before it
+    # plans. An idle turn (at least one a second) reads them too, so a
+    # replaced file kept open is let go with no request coming.
+    def body(srv):
+        if getattr(srv, "shared_fs", False):
+            raise orcdtest.Skip("no stat cache on a 9p root")
+        data = os.urandom(3 << 20)
+        srv.write_file("replaced.bin", data)
+        for _ in range(2):
+            eq(srv.get("/replaced.bin").body, data, "the file")
+        check(srv.fd_count() > srv.fd_baseline,
+              "the large file was not kept open")
+        tmp = srv.path("replaced.bin.new")
+        with open(tmp, "wb") as f:
+            f.write(b"new\n")
+        os.rename(tmp, srv.path("replaced.bin"))
+        orcdtest.wait_until(lambda: srv.fd_count() == srv.fd_baseline, 5,
+                            "the replaced file to be let go without a "
+                            "request")
+        eq(srv.get("/replaced.bin").body, b"new\n", "after the change")
+    with_server(body, env={"ORCD_URING_NO_NOTIFY_POLL": "1"})
+
+
 class Stats:
     def __init__(self):
         self.lock = threading.Lock()
