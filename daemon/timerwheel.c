@@ -18,10 +18,19 @@ static bool busy(const struct timerwheel *w, unsigned i)
 	return w->busy[i / 64] & (1ull << (i % 64));
 }
 
+static void link_before(struct tw_timer *head, struct tw_timer *t)
+{
+	t->prev = head->prev;
+	t->next = head;
+	head->prev->next = t;
+	head->prev = t;
+}
+
 void tw_init(struct timerwheel *w, int64_t now_ms)
 {
 	for (unsigned i = 0; i < TW_SLOTS; i++)
 		w->slot[i].prev = w->slot[i].next = &w->slot[i];
+	w->due.prev = w->due.next = &w->due;
 	for (unsigned i = 0; i < TW_SLOTS / 64; i++)
 		w->busy[i] = 0;
 	w->tick = tick_of(now_ms);
@@ -60,18 +69,45 @@ void tw_arm(struct timerwheel *w, struct tw_timer *t, int64_t deadline_ms)
 	i = slot_of(tick);
 	head = &w->slot[i];
 	t->deadline = deadline_ms;
-	t->prev = head->prev;
-	t->next = head;
-	head->prev->next = t;
-	head->prev = t;
+	if (!busy(w, i) || deadline_ms < w->soonest[i])
+		w->soonest[i] = deadline_ms;
+	link_before(head, t);
 	w->busy[i / 64] |= 1ull << (i % 64);
 	w->armed++;
+}
+
+/* Moves slot i's timers due by now_ms to w->due in one walk (so that
+ * handing them out is not a walk each), and makes its soonest exact. */
+static void take_due(struct timerwheel *w, unsigned i, int64_t now_ms)
+{
+	struct tw_timer *head = &w->slot[i], *t, *next;
+	int64_t soonest = INT64_MAX;
+
+	for (t = head->next; t != head; t = next) {
+		next = t->next;
+		if (t->deadline <= now_ms) {
+			t->prev->next = t->next;
+			t->next->prev = t->prev;
+			link_before(&w->due, t);
+		} else if (t->deadline < soonest) {
+			soonest = t->deadline;
+		}
+	}
+	w->soonest[i] = soonest;
+	if (head->next == head)
+		w->busy[i / 64] &= ~(1ull << (i % 64));
 }
 
 struct tw_timer *tw_expire(struct timerwheel *w, int64_t now_ms)
 {
 	int64_t now = tick_of(now_ms);
 
+	if (w->due.next != &w->due) {
+		struct tw_timer *t = w->due.next;
+
+		tw_cancel(w, t);
+		return t;
+	}
 	if (!w->armed) {
 		w->tick = now;
 		return NULL;
@@ -81,15 +117,16 @@ struct tw_timer *tw_expire(struct timerwheel *w, int64_t now_ms)
 		w->tick = now - TW_SLOTS + 1;
 	for (;; w->tick++) {
 		unsigned i = slot_of(w->tick);
-		struct tw_timer *head = &w->slot[i];
 
 		if (busy(w, i)) {
-			for (struct tw_timer *t = head->next; t != head;
-			     t = t->next) {
-				if (t->deadline <= now_ms) {
-					tw_cancel(w, t);
-					return t; /* this slot is looked at again */
-				}
+			take_due(w, i, now_ms);
+			if (w->due.next != &w->due) {
+				struct tw_timer *t = w->due.next;
+
+				/* This slot is looked at again next time: a
+				 * callback may arm more into it. */
+				tw_cancel(w, t);
+				return t;
 			}
 		}
 		/* The current tick stays open: more may come due in it. */
@@ -103,6 +140,8 @@ int64_t tw_wait_ms(const struct timerwheel *w, int64_t now_ms, int64_t cap_ms)
 	int64_t now = tick_of(now_ms);
 	int64_t from = w->tick > now ? w->tick : now;
 
+	if (w->due.next != &w->due)
+		return 0;
 	if (!w->armed)
 		return cap_ms;
 	for (unsigned k = 0; k < TW_SLOTS;) {
@@ -116,11 +155,23 @@ int64_t tw_wait_ms(const struct timerwheel *w, int64_t now_ms, int64_t cap_ms)
 		k += (unsigned)__builtin_ctzll(word);
 		if (k >= TW_SLOTS)
 			break;
-		int64_t ms = (from + k) * TW_RES_MS - now_ms;
+		i = slot_of(from + k);
+		/* Only what falls due before this slot's tick ends in this
+		 * turn; a slot of later turns' timers (idle connections' 60 s)
+		 * is passed over, where waking at its start would find
+		 * nothing to do, and waking at a busy current tick's start
+		 * would spin until the tick ended. */
+		if (w->soonest[i] < (from + k + 1) * TW_RES_MS) {
+			int64_t ms = w->soonest[i] - now_ms;
 
-		if (ms < 0)
-			ms = 0;
-		return ms < cap_ms ? ms : cap_ms;
+			if (ms < 0)
+				ms = 0;
+			return ms < cap_ms ? ms : cap_ms;
+		}
+		k++;
 	}
-	return cap_ms;
+	/* Nothing due in this turn: look again when the next one begins. */
+	int64_t ms = (from + TW_SLOTS) * TW_RES_MS - now_ms;
+
+	return ms < cap_ms ? ms : cap_ms;
 }

@@ -4,7 +4,10 @@
  * (one turn is about 8 s; longer timers stay in their slot for the turns
  * in between). Arming, re-arming and cancelling are O(1); a bitmap of
  * non-empty slots finds the next one to look at without walking the
- * wheel. No system call anywhere: the loop passes the time in.
+ * wheel, and each slot's soonest deadline (a lower bound, made exact
+ * whenever the slot is walked) tells whether anything in it falls due in
+ * this turn, so that a slot of later turns' timers wakes nobody. No
+ * system call anywhere: the loop passes the time in.
  *
  * It replaces one IORING_OP_LINK_TIMEOUT per operation (an SQE, a kernel
  * hrtimer and a CQE each) with list moves in the worker's own memory.
@@ -25,8 +28,12 @@ struct tw_timer {
 
 struct timerwheel {
 	struct tw_timer slot[TW_SLOTS]; /* list heads (circular) */
+	int64_t soonest[TW_SLOTS];	/* no deadline in the slot is earlier */
 	uint64_t busy[TW_SLOTS / 64];	/* bit per non-empty slot */
-	int64_t tick;			/* every tick before this is done */
+	/* Found due by a slot's walk, handed out one per tw_expire() (still
+	 * armed until then: a cancel takes one out). */
+	struct tw_timer due;
+	int64_t tick; /* every tick before this is done */
 	unsigned armed;
 };
 
@@ -41,8 +48,8 @@ void tw_cancel(struct timerwheel *w, struct tw_timer *t);
 /* One timer whose deadline is at or before now_ms, disarmed; NULL when
  * none is left. Call until NULL. */
 struct tw_timer *tw_expire(struct timerwheel *w, int64_t now_ms);
-/* How long the loop may sleep (ms, at most cap_ms): until the earliest
- * slot that holds a timer may be due. */
+/* How long the loop may sleep (ms, at most cap_ms): until the soonest
+ * deadline of the first slot with one due in this turn of the wheel. */
 int64_t tw_wait_ms(const struct timerwheel *w, int64_t now_ms, int64_t cap_ms);
 
 #endif

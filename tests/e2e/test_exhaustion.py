@@ -295,6 +295,38 @@ def kept_files_leave_room_under_the_fd_limit():
         srv.stop()
 
 
+@orcdtest.case
+def idle_connections_let_the_worker_sleep():
+    # Idle keep-alive connections' 60 s timers sit in the timer wheel's
+    # slots for several turns. Each time the wheel came round to one, the
+    # io_uring loop waited 0 ms from that slot's tick start to its end:
+    # it spun (300 idle connections held a worker at 37% of a CPU). With
+    # nothing due, it may wake about once a second (the heartbeat).
+    if orcdtest.ENGINE == "epoll":
+        raise orcdtest.Skip("epoll's timers are libev's")
+    with Server(conf="idle_timeout 60s;\n", metrics=True) as srv:
+        srv.start()
+        n = 20 if srv.forwarded else 200
+        conns = []
+        try:
+            for _ in range(n):
+                c = srv.conn()
+                c.send(build_request("GET", "/hello.txt"))
+                check(c.read_response().status == 200, "a first request")
+                conns.append(c)
+                time.sleep(0.01)  # deadlines in many slots
+            before = srv.metrics()["orcd_submits_total"]
+            time.sleep(3)
+            woke = srv.metrics()["orcd_submits_total"] - before
+            check(woke < 300, "%d io_uring_enter calls in 3 s with %d idle "
+                  "connections" % (woke, n))
+        finally:
+            for c in conns:
+                c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
 BUDGET_LINE = "max_connections 1000 does not fit slots 128"
 
 

@@ -124,6 +124,80 @@ static void test_wait_bound(void **state)
 	free(w);
 }
 
+static void test_later_turns_wake_nobody(void **state)
+{
+	/* 60 s (an idle timeout) is in a slot the wheel passes seven times
+	 * first. Each time, the wait used to say 0 from the slot's tick
+	 * start to its end: an io_uring worker with idle connections spun. */
+	struct timerwheel *w = new_wheel(0);
+	struct tw_timer a = {0};
+	int64_t t = 60000 % (TW_SLOTS * TW_RES_MS); /* its slot, turn one */
+
+	(void)state;
+	tw_arm(w, &a, 60000);
+	for (int64_t now = t - TW_RES_MS; now < t + 2 * TW_RES_MS; now++) {
+		assert_null(tw_expire(w, now));
+		assert_int_equal(tw_wait_ms(w, now, 1000), 1000);
+	}
+	/* In its own turn it is the next wake-up, to the millisecond. */
+	assert_null(tw_expire(w, 59990));
+	assert_int_equal(tw_wait_ms(w, 59990, 1000), 10);
+	assert_ptr_equal(tw_expire(w, 60000), &a);
+	free(w);
+}
+
+static void test_due_later_in_the_current_tick(void **state)
+{
+	/* Due 5 ms into the tick being served: wait those 5 ms, not 0. */
+	struct timerwheel *w = new_wheel(800);
+	struct tw_timer a = {0};
+
+	(void)state;
+	tw_arm(w, &a, 806);
+	assert_null(tw_expire(w, 801));
+	assert_int_equal(tw_wait_ms(w, 801, 1000), 5);
+	assert_ptr_equal(tw_expire(w, 806), &a);
+	free(w);
+}
+
+static void test_many_in_one_slot(void **state)
+{
+	/* Later turns' timers ahead of due ones in one slot: every due one
+	 * comes out once, in arming order, the others stay; a callback may
+	 * cancel or re-arm one found due and not yet handed out. */
+	enum { N = 2000 };
+	struct timerwheel *w = new_wheel(0);
+	struct tw_timer *late = calloc(N, sizeof(*late));
+	struct tw_timer *soon = calloc(N, sizeof(*soon));
+	int64_t turn = TW_SLOTS * TW_RES_MS;
+
+	(void)state;
+	assert_non_null(late);
+	assert_non_null(soon);
+	for (int i = 0; i < N; i++)
+		tw_arm(w, &late[i], turn + 100);
+	for (int i = 0; i < N; i++)
+		tw_arm(w, &soon[i], 100);
+	assert_ptr_equal(tw_expire(w, 100), &soon[0]);
+	tw_cancel(w, &soon[1]);
+	tw_arm(w, &soon[2], 2 * turn);
+	for (int i = 3; i < N; i++)
+		assert_ptr_equal(tw_expire(w, 100), &soon[i]);
+	assert_null(tw_expire(w, 100));
+	assert_int_equal(w->armed, N + 1);
+	/* Next looked at when its turn begins: early, never late. */
+	assert_true(tw_wait_ms(w, 100, 100000) <= turn);
+	assert_true(tw_wait_ms(w, 100, 100000) >= turn - TW_RES_MS);
+	for (int i = 0; i < N; i++)
+		assert_ptr_equal(tw_expire(w, turn + 100), &late[i]);
+	assert_null(tw_expire(w, turn + 100));
+	assert_ptr_equal(tw_expire(w, 2 * turn), &soon[2]);
+	assert_int_equal(w->armed, 0);
+	free(late);
+	free(soon);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -133,6 +207,9 @@ int main(void)
 		cmocka_unit_test(test_far_behind_sees_everything),
 		cmocka_unit_test(test_already_due_when_armed),
 		cmocka_unit_test(test_wait_bound),
+		cmocka_unit_test(test_later_turns_wake_nobody),
+		cmocka_unit_test(test_due_later_in_the_current_tick),
+		cmocka_unit_test(test_many_in_one_slot),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
