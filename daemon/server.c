@@ -1056,6 +1056,21 @@ static void close_listeners(struct orcd_server *s)
 	}
 }
 
+/* `threads 0`: one worker per CPU this process may run on (a cpuset,
+ * taskset or CPUAffinity= may allow fewer than are online; pinned
+ * workers would otherwise share them), at most threads' maximum. */
+static unsigned cpus_allowed(void)
+{
+	cpu_set_t set;
+	long n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set))
+		n = CPU_COUNT(&set);
+	else
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
+}
+
 int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 {
 	struct orcd_server s = { .cfg = cfg, .done_fd = -1 };
@@ -1066,8 +1081,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	unsigned k, total, started = 0;
 
 	pthread_mutex_init(&s.cfg_lock, NULL);
-	s.n_workers = cfg->threads ? cfg->threads :
-				     (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	s.n_workers = cfg->threads ? cfg->threads : cpus_allowed();
 	s.workers = workers_new(s.n_workers);
 	total = s.n_workers;
 	if (!s.workers)

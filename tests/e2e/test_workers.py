@@ -202,6 +202,26 @@ def worker_cpu_affinity_auto_pins_each_worker():
 
 
 @orcdtest.case
+def threads_0_is_one_per_allowed_cpu():
+    # Under a cpuset, taskset or CPUAffinity= narrower than the machine,
+    # `threads 0` took the online CPUs: with worker_cpu_affinity auto,
+    # two workers pinned to the one CPU allowed.
+    local_only()
+    allowed = sorted(os.sched_getaffinity(0))
+    with Server() as srv:
+        set_conf(srv, conf(srv, threads=0,
+                           extra="worker_cpu_affinity auto;\n"))
+        srv.preexec = lambda: os.sched_setaffinity(0, {allowed[-1]})
+        srv.start()
+        check("with 1 worker(s)" in srv.stderr_text(),
+              "workers on one allowed CPU of %d online: %s"
+              % (os.cpu_count(), srv.stderr_text()))
+        eq(worker_cpus(srv), {"orcd-w0": str(allowed[-1])}, "its CPU")
+        eq(srv.get("/hello.txt").body, HELLO, "served")
+        srv.stop()
+
+
+@orcdtest.case
 def worker_cpu_affinity_off_leaves_workers_free():
     local_only()
     allowed = os.sched_getaffinity(0)
