@@ -403,15 +403,17 @@ def budget_line_names_the_slots_workers_have():
 def kept_socket_fds_leave_half_the_fd_limit():
     # direct keeps a connection's socket installed as an fd after a
     # sendfile body (6.8+), at most 256 per worker, and fewer when
-    # RLIMIT_NOFILE is tight: with the 256 files the stat cache may keep
-    # open, at most half the limit. A hard limit of 700 leaves 350 - 256
-    # = 94; the connections beyond send from the mapping, with no fd.
+    # RLIMIT_NOFILE is tight: kept fds take at most half the limit, half
+    # of a worker's share for the stat cache's open files and the rest
+    # for sockets (uring_kept_fds). One worker under a hard limit of 400:
+    # 200, of which 100 for sockets; the connections beyond send from the
+    # mapping, with no fd.
     if orcdtest.ENGINE != "direct":
         raise orcdtest.Skip("only direct installs its sockets as fds")
     if tuple(int(x) for x in
              os.uname().release.split("-")[0].split(".")[:2]) < (6, 8):
         raise orcdtest.Skip("IORING_OP_FIXED_FD_INSTALL needs Linux 6.8")
-    limit, kept, conns = 700, 94, 120
+    limit, kept, conns = 400, 100, 120
     with Server(metrics=True) as srv:
         if srv.forwarded:
             raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
