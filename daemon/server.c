@@ -1056,18 +1056,14 @@ static void close_listeners(struct orcd_server *s)
 	}
 }
 
-/* `threads 0`: one worker per CPU this process may run on (a cpuset,
- * taskset or CPUAffinity= may allow fewer than are online; pinned
- * workers would otherwise share them), at most threads' maximum. */
-static unsigned cpus_allowed(void)
+/* `threads 0`: one worker per CPU this process may run on (`cpus`, NULL
+ * where unknown: a cpuset, taskset or CPUAffinity= may allow fewer than
+ * are online, and pinned workers would otherwise share them), at most
+ * threads' maximum. */
+static unsigned workers_for(const cpu_set_t *cpus)
 {
-	cpu_set_t set;
-	long n;
+	long n = cpus ? CPU_COUNT(cpus) : sysconf(_SC_NPROCESSORS_ONLN);
 
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set))
-		n = CPU_COUNT(&set);
-	else
-		n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
 }
 
@@ -1079,9 +1075,19 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	int sig_fd = -1, done_fd = -1, metrics_fd = -1, rc = 1;
 	struct metrics *m = NULL;
 	unsigned k, total, started = 0;
+	bool have_cpus = false;
+	int cpus_err = 0;
 
 	pthread_mutex_init(&s.cfg_lock, NULL);
-	s.n_workers = cfg->threads ? cfg->threads : cpus_allowed();
+	/* The CPUs this process may run on: how many workers `threads 0`
+	 * means, and where worker_cpu_affinity auto pins them. */
+	if (sched_getaffinity(0, sizeof(s.cpus), &s.cpus) == 0 &&
+	    CPU_COUNT(&s.cpus))
+		have_cpus = true;
+	else
+		cpus_err = errno ? errno : EINVAL;
+	s.n_workers = cfg->threads ? cfg->threads :
+				     workers_for(have_cpus ? &s.cpus : NULL);
 	s.workers = workers_new(s.n_workers);
 	total = s.n_workers;
 	if (!s.workers)
@@ -1159,10 +1165,10 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	 * auto chose, not "auto". */
 	cfg->engine = s.engine->kind;
 	if (cfg->cpu_affinity) {
-		if (sched_getaffinity(0, sizeof(s.cpus), &s.cpus))
+		if (!have_cpus)
 			log_msg(LOG_WARNING,
 				"worker_cpu_affinity: reading the allowed CPUs: %s; not pinning",
-				strerror(errno));
+				strerror(cpus_err));
 		else
 			s.pin_workers = true;
 	}
