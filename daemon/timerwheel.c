@@ -98,16 +98,24 @@ static void take_due(struct timerwheel *w, unsigned i, int64_t now_ms)
 		w->busy[i / 64] &= ~(1ull << (i % 64));
 }
 
+/* The first timer take_due() found, disarmed; NULL when none is left. */
+static struct tw_timer *pop_due(struct timerwheel *w)
+{
+	struct tw_timer *t = w->due.next;
+
+	if (t == &w->due)
+		return NULL;
+	tw_cancel(w, t);
+	return t;
+}
+
 struct tw_timer *tw_expire(struct timerwheel *w, int64_t now_ms)
 {
 	int64_t now = tick_of(now_ms);
+	struct tw_timer *t = pop_due(w);
 
-	if (w->due.next != &w->due) {
-		struct tw_timer *t = w->due.next;
-
-		tw_cancel(w, t);
+	if (t)
 		return t;
-	}
 	if (!w->armed) {
 		w->tick = now;
 		return NULL;
@@ -120,14 +128,11 @@ struct tw_timer *tw_expire(struct timerwheel *w, int64_t now_ms)
 
 		if (busy(w, i)) {
 			take_due(w, i, now_ms);
-			if (w->due.next != &w->due) {
-				struct tw_timer *t = w->due.next;
-
-				/* This slot is looked at again next time: a
-				 * callback may arm more into it. */
-				tw_cancel(w, t);
+			/* This slot is looked at again next time: a
+			 * callback may arm more into it. */
+			t = pop_due(w);
+			if (t)
 				return t;
-			}
 		}
 		/* The current tick stays open: more may come due in it. */
 		if (w->tick >= now)
