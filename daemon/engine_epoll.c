@@ -426,21 +426,15 @@ static void src_offer(struct ep_conn *c)
 {
 	const struct response_plan *p = &c->h1.resp->plan;
 	struct stat_cache *sc = c->ew->sc;
-	char *buf;
 
 	/* Only the version the facts describe: not one that grew since. */
 	if (!sc || c->file_fd < 0 || !c->file_exact)
 		return;
-	if (p->meta.size > STAT_CACHE_DATA_FILE) {
+	if (p->meta.size > STAT_CACHE_DATA_FILE)
 		stat_cache_keep_map(sc, c->h1.cfg, p->relpath, &p->meta);
-		return;
-	}
-	buf = malloc(p->meta.size);
-	if (buf &&
-	    pread(c->file_fd, buf, p->meta.size, 0) == (ssize_t)p->meta.size)
-		stat_cache_keep_data(sc, c->h1.cfg, p->relpath, &p->meta, buf,
-				     p->meta.size);
-	free(buf);
+	else
+		stat_cache_keep_read(sc, c->h1.cfg, p->relpath, &p->meta,
+				     c->file_fd);
 }
 
 static void src_release(struct ep_conn *c)

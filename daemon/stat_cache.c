@@ -1063,6 +1063,36 @@ static struct sc_entry *entry_for_body(struct stat_cache *sc,
 	return e && !e->body ? e : NULL;
 }
 
+/* Whether len bytes may be copied: a small file, within the worker's
+ * share (asked before entry_for_body()'s read of change events). */
+static bool data_fits(const struct stat_cache *sc, size_t len)
+{
+	return len && len <= STAT_CACHE_DATA_FILE &&
+	       sc->data_bytes + len <= STAT_CACHE_DATA_TOTAL;
+}
+
+/* A body of len bytes, to be filled at ->data; NULL without memory. */
+static struct sc_body *data_body(size_t len)
+{
+	struct sc_body *b = malloc(sizeof(*b) + len);
+
+	if (!b)
+		return NULL;
+	b->refs = 1;
+	b->len = len;
+	b->mapped = false;
+	b->fd = -1;
+	b->data = (char *)(b + 1);
+	return b;
+}
+
+static void data_body_keep(struct stat_cache *sc, struct sc_entry *e,
+			   struct sc_body *b)
+{
+	e->body = b;
+	sc->data_bytes += b->len;
+}
+
 void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 			  const char *relpath, const struct file_meta *meta,
 			  const char *data, size_t len)
@@ -1070,43 +1100,41 @@ void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 	struct sc_entry *e;
 	struct sc_body *b;
 
-	if (!sc || len != meta->size || !len || len > STAT_CACHE_DATA_FILE ||
-	    sc->data_bytes + len > STAT_CACHE_DATA_TOTAL)
+	if (!sc || len != meta->size || !data_fits(sc, len))
 		return;
 	e = entry_for_body(sc, cfg, relpath, meta);
-	if (!e || !(b = malloc(sizeof(*b) + len)))
+	if (!e || !(b = data_body(len)))
 		return;
-	b->refs = 1;
-	b->len = len;
-	b->mapped = false;
-	b->fd = -1;
-	b->data = (char *)(b + 1);
 	memcpy(b->data, data, len);
-	e->body = b;
-	sc->data_bytes += len;
+	data_body_keep(sc, e, b);
 }
 
-/* A small file's bytes into e's body, read from fd (opened as `now`). */
-static void keep_read(struct stat_cache *sc, struct sc_entry *e, int fd,
-		      const struct file_meta *now,
-		      const struct file_meta *meta)
+/* e's bytes, len of them, read from fd. */
+static void read_body(struct stat_cache *sc, struct sc_entry *e, int fd,
+		      size_t len)
 {
-	struct sc_body *b;
-	size_t len = (size_t)meta->size;
+	struct sc_body *b = data_body(len);
 
-	if (!same_version(now, meta) || !(b = malloc(sizeof(*b) + len)))
+	if (!b)
 		return;
-	b->data = (char *)(b + 1);
 	if (pread(fd, b->data, len, 0) != (ssize_t)len) {
 		free(b);
 		return;
 	}
-	b->refs = 1;
-	b->len = len;
-	b->mapped = false;
-	b->fd = -1;
-	e->body = b;
-	sc->data_bytes += len;
+	data_body_keep(sc, e, b);
+}
+
+void stat_cache_keep_read(struct stat_cache *sc, const struct orcd_config *cfg,
+			  const char *relpath, const struct file_meta *meta,
+			  int fd)
+{
+	struct sc_entry *e;
+
+	if (!sc || !data_fits(sc, (size_t)meta->size))
+		return;
+	e = entry_for_body(sc, cfg, relpath, meta);
+	if (e)
+		read_body(sc, e, fd, (size_t)meta->size);
 }
 
 void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
@@ -1119,23 +1147,22 @@ void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 	int fd;
 
 	if (!sc || !meta->size || meta->size > STAT_CACHE_MAP_FILE ||
-	    (meta->size > STAT_CACHE_DATA_FILE &&
-	     sc->map_bytes + meta->size > STAT_CACHE_MAP_TOTAL) ||
-	    (meta->size <= STAT_CACHE_DATA_FILE &&
-	     sc->data_bytes + meta->size > STAT_CACHE_DATA_TOTAL))
+	    (meta->size <= STAT_CACHE_DATA_FILE ?
+		     !data_fits(sc, (size_t)meta->size) :
+		     sc->map_bytes + meta->size > STAT_CACHE_MAP_TOTAL))
 		return;
 	e = entry_for_body(sc, cfg, relpath, meta);
 	if (!e)
 		return;
-	/* The same walk beneath the root as every lookup; the mapping is of
-	 * the version the facts describe, or none. */
+	/* The same walk beneath the root as every lookup; the mapping (or
+	 * the bytes) is of the version the facts describe, or none. */
 	if (file_meta_lookup(cfg->root_fd, relpath, 0, &now, &fd))
 		return;
 	if (meta->size <= STAT_CACHE_DATA_FILE) {
 		/* Bigger than a response buffer's room, so a chain read it in
-		 * pieces: its bytes, as one read's would have been kept. A
-		 * write racing the read queues an event that drops them. */
-		keep_read(sc, e, fd, &now, meta);
+		 * pieces: its bytes, as one read's would have been kept. */
+		if (same_version(&now, meta))
+			read_body(sc, e, fd, (size_t)meta->size);
 		close(fd);
 		return;
 	}

@@ -161,6 +161,11 @@ void stat_cache_body_put(struct sc_body *b);
 void stat_cache_keep_data(struct stat_cache *sc, const struct orcd_config *cfg,
 			  const char *relpath, const struct file_meta *meta,
 			  const char *data, size_t len);
+/* Keep relpath's bytes as of meta, read from fd (open on that version;
+ * a write racing the read queues an event that drops them). */
+void stat_cache_keep_read(struct stat_cache *sc, const struct orcd_config *cfg,
+			  const char *relpath, const struct file_meta *meta,
+			  int fd);
 /* Map relpath's file as of meta (a large one a transfer just sent); one
  * of at most STAT_CACHE_DATA_FILE bytes, which a transfer read in more
  * than one piece, is read into kept bytes instead. */
