@@ -161,38 +161,51 @@ void uring_close_sock_fds(struct uconn *c, bool kept)
 	}
 }
 
-/*
- * Close a slot nothing else refers to (a socket we could not take on,
- * out of memory), outside the ring: such a moment may lack SQ room too.
- * The slot is free at once. A direct socket is shut down first where
- * the SQ has room, submitted before its removal so that it finds the
- * socket: on 6.1 the removed socket stays open while recvs submitted
- * before the removal wait (see close_sock()), and its peer would wait
- * with them. Without room, it does.
- */
-void uring_close_orphan(struct uring_worker *uw, int slot)
+/* An orphan's close came back (res) or was made outside the ring. */
+static void orphan_closed(struct uring_worker *uw, int slot, int res)
 {
-	int r;
-
-	if (!uw->fl->real_fds) {
-		struct io_uring_sqe *sqe = uring_sqe(uw, 1);
-
-		if (sqe) {
-			io_uring_prep_shutdown(sqe, slot, SHUT_RDWR);
-			sqe->flags |= uw->fl->slot_sqe_flag;
-			io_uring_sqe_set_data64(sqe, 0);
-			submit_now(uw);
-		}
-	}
-	r = uw->fl->close_now(&uw->ring, slot);
-	if (r < 0) {
+	if (res < 0) {
 		/* It may still hold the socket: leaking one slot is safer
 		 * than handing it out again. */
 		log_msg(LOG_ERR, "worker %u: close of slot %d: %s; slot leaked",
-			uw->w->id, slot, strerror(-r));
+			uw->w->id, slot, strerror(-res));
 		return;
 	}
 	uring_slot_freed(uw, slot);
+}
+
+/*
+ * Close a slot nothing else refers to (a socket we could not take on,
+ * out of memory). On direct, with SQ room, a shutdown linked to the
+ * close: on 6.1 a removed socket stays open while recvs submitted before
+ * its removal wait (see close_sock()), and its peer would wait with them.
+ * The slot is free only when the close's CQE is in (orphan_closed()):
+ * 6.1 takes a shutdown's fixed file at submit, but later kernels (6.18
+ * here) send every shutdown to io-wq and look its file up there, so a
+ * slot handed out sooner could hold the next client's socket by then,
+ * and the shutdown would end that connection instead. Without room (and
+ * on `specific`, whose fds are real) it is closed outside the ring and
+ * free at once, with no shutdown.
+ */
+void uring_close_orphan(struct uring_worker *uw, int slot)
+{
+	struct io_uring_sqe *sqe = NULL;
+	int r;
+
+	if (!uw->fl->real_fds)
+		sqe = uring_sqe(uw, 2);
+	if (sqe) {
+		io_uring_prep_shutdown(sqe, slot, SHUT_RDWR);
+		sqe->flags |= uw->fl->slot_sqe_flag | IOSQE_IO_HARDLINK;
+		io_uring_sqe_set_data64(sqe, 0);
+		sqe = uring_sqe_more(uw);
+		uw->fl->prep_close(sqe, slot);
+		io_uring_sqe_set_data64(sqe, URING_ORPHAN_TAG | (unsigned)slot);
+		uw->n_closing++;
+		return;
+	}
+	r = uw->fl->close_now(&uw->ring, slot);
+	orphan_closed(uw, slot, r);
 }
 
 /* ---- accepts ---- */
@@ -599,6 +612,11 @@ static void dispatch(struct uring_worker *uw, uint64_t data, int res,
 	void *obj = (void *)(uintptr_t)(data & ~URING_STEP_MASK);
 	unsigned step = (unsigned)(data & URING_STEP_MASK);
 
+	if (data & URING_ORPHAN_TAG) {
+		uw->n_closing--;
+		orphan_closed(uw, (int)(data & ~URING_ORPHAN_TAG), res);
+		return;
+	}
 	if (!obj)
 		return; /* cancels and fillers */
 	switch (*(uint8_t *)obj) {
@@ -702,7 +720,7 @@ static bool is_arrival(uint64_t data, int res)
 	void *obj = (void *)(uintptr_t)(data & ~URING_STEP_MASK);
 	unsigned step = (unsigned)(data & URING_STEP_MASK);
 
-	if (!obj || res < 0)
+	if (!obj || res < 0 || (data & URING_ORPHAN_TAG))
 		return false;
 	switch (*(uint8_t *)obj) {
 	case UOP_CONN:
@@ -733,7 +751,7 @@ static int uring_loop(struct uring_worker *uw)
 			return uw->fatal;
 		stop_or_wake_retry(uw);
 		if (uw->hw.stopping && !uw->n_conns && !uw->acc_armed &&
-		    !uw->lpoll_armed)
+		    !uw->lpoll_armed && !uw->n_closing)
 			return 0;
 		if (uw->hw.drain_expired) {
 			if (!unwind_deadline)

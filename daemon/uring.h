@@ -61,6 +61,9 @@ struct orcd_open_how {
  */
 #define URING_ALIGN	 64
 #define URING_STEP_MASK	 ((uint64_t)URING_ALIGN - 1)
+/* Set above every user-space address: the close of an orphan slot
+ * (uring_close_orphan()), whose number is the rest. */
+#define URING_ORPHAN_TAG ((uint64_t)1 << 63)
 
 enum uop_kind {
 	UOP_ACCEPT = 1,
@@ -311,7 +314,7 @@ struct uring_worker {
 	struct unotify notify;
 	struct uconn *conns; /* live connections */
 	unsigned n_conns;
-	unsigned n_closing; /* connections whose socket close is in flight */
+	unsigned n_closing; /* socket closes in flight (orphans' too) */
 	struct uconn *free_conns;
 	/* Provided-buffer ring for recvs with nothing buffered yet, so an
 	 * idle keep-alive connection holds no buffer (5.19+; else each

@@ -568,6 +568,40 @@ def connections_without_memory_are_closed():
 
 
 @orcdtest.case
+def a_refused_connection_takes_no_other_with_it():
+    """A refused socket (ORCD_URING_CONN_NOMEM=3) is shut down and closed
+    by its slot number, and only it may be: with clients queued in the
+    backlog, the next accept takes the freed slot at once. Recent kernels
+    look a shutdown's fixed file up in io-wq, after the removal that
+    follows it; when its slot was free as soon as the removal returned,
+    the shutdown found the next client's socket there, and that client
+    was closed unanswered too. Of 30 clients in a burst exactly every
+    third one is refused; the others are served."""
+    def body(srv):
+        names = make_files(srv, 4)
+        for burst in range(6):
+            conns = [srv.conn(timeout=10) for _ in range(30)]
+            for i, c in enumerate(conns):
+                c.send(build_request("GET", "/" + names[i % 4]))
+            refused = 0
+            for c in conns:
+                with c:
+                    try:
+                        r = c.read_response()
+                    except ConnectionResetError:
+                        r = None
+                    if r is None:
+                        refused += 1
+                    else:
+                        eq(r.status, 200, "a served connection's status")
+            eq(refused, 10, "burst %d: connections closed unanswered of 30"
+               % burst)
+    # Slots to spare: no idle connection is shed to make room.
+    with_server(body, extra="slots 1024;\n",
+                env={"ORCD_URING_CONN_NOMEM": "3"})
+
+
+@orcdtest.case
 def burst_beyond_provided_buffers():
     """Idle keep-alive connections hold no request buffer (the kernel
     picks one from a provided-buffer ring when bytes arrive). With a
