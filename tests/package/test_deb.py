@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The Debian package, end to end, on this machine: cpack -G DEB from a tree
-configured for /usr, then dpkg -i; the installed units pass `systemd-analyze
-verify`; `orcd --check-config` accepts the shipped /etc/orcd/orcd.conf (read
-by default, no -c); the installed binary serves a file on 127.0.0.1; an
-edited conffile survives `dpkg -r`; `dpkg -P` leaves nothing behind, neither
-the package's files nor the logs and enablement links that running and
-enabling orcd make.
+configured for /usr, which lintian passes (no error, no warning, no hardening
+tag), then dpkg -i; the installed units pass `systemd-analyze verify`;
+`orcd --check-config` accepts the shipped /etc/orcd/orcd.conf (read by
+default, no -c); the installed binary serves a file on 127.0.0.1; an edited
+conffile survives `dpkg -r`; `dpkg -P` leaves nothing behind, neither the
+package's files nor the logs and enablement links that running and enabling
+orcd make.
 
 It installs into the real system (as CI does, root on Debian 12), so it skips
 where that could harm: not root, or an orcd package or any of its paths
@@ -170,6 +171,24 @@ def check_package(deb, work):
          "libsystemd0, versioned) and media-types",
          not shlib and "media-types" in deps,
          "Depends: %s" % p.stdout.strip())
+    check_lintian(deb)
+
+
+def check_lintian(deb):
+    """Debian 12's lintian: no error or warning, and not even an
+    informational hardening tag (CMakeLists.txt builds with Debian's
+    hardening flags)."""
+    if not shutil.which("lintian"):
+        case("lintian is installed (tests/install-deps.sh installs it)", False,
+             "not on PATH")
+        return
+    p = run(["lintian", "--fail-on", "error,warning", "--pedantic", "-I",
+             deb], timeout=600)
+    tags = [t for t in p.stdout.splitlines() if re.match(r"[EWIPXO]: ", t)]
+    bad = [t for t in tags if t[0] in "EW" or "hardening-" in t]
+    case("lintian: no error, no warning, no hardening tag",
+         p.returncode == 0 and not bad,
+         "exit %d:\n%s" % (p.returncode, "\n".join(tags) or p.stdout))
 
 
 def check_installed(work):
