@@ -2,12 +2,14 @@
 # Judge a guest console log: TAP results per program, kernel splats, final status.
 #
 # usage: tests/qemu/console-check.sh LOG [--program NAME]... [--require-skip NAME]...
-#                                    [--no-status]
+#                                    [--forbid-skip NAME]... [--no-status]
 #
 # Each --program must appear between "ORCD-GUEST: begin NAME" and
 # "ORCD-GUEST: end NAME rc=N" (as printed by a payload), with a TAP plan and
 # one result per planned test; rc must be 0 or 4 (kselftest skip).
 # --require-skip NAME: NAME must report at least one SKIP (feature absent).
+# --forbid-skip NAME: NAME must report no SKIP (the kernel has every feature it
+# probes for, so a probe that finds one missing is a regression).
 # Any kernel splat (BUG, WARNING, Oops, KASAN, lockdep, hung task, panic...) fails,
 # and so does a missing "ORCD-GUEST: status=0" (unless --no-status).
 # Prints one line per program and per problem, then a last line
@@ -18,11 +20,13 @@ set -euo pipefail
 log=
 progs=()
 needskip=()
+noskip=()
 status=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--program) progs+=("${2:?}"); shift ;;
 	--require-skip) needskip+=("${2:?}"); shift ;;
+	--forbid-skip) noskip+=("${2:?}"); shift ;;
 	--no-status) status=0 ;;
 	-*) echo "console-check: unknown option $1" >&2; exit 2 ;;
 	*) log=$1 ;;
@@ -33,11 +37,14 @@ done
 
 # Serial consoles add CRs and SeaBIOS adds escape sequences.
 sed -e 's/\r//g' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' "$log" |
-awk -v progs="${progs[*]}" -v needskip="${needskip[*]}" -v want_status=$status '
+awk -v progs="${progs[*]}" -v needskip="${needskip[*]}" -v noskip="${noskip[*]}" \
+	-v want_status=$status '
 BEGIN {
 	np = split(progs, plist, " ")
 	split(needskip, s, " ")
 	for (i in s) mustskip[s[i]] = 1
+	split(noskip, s, " ")
+	for (i in s) mustrun[s[i]] = 1
 	splat = "(BUG:|WARNING:|Oops|KASAN|UBSAN:|kernel BUG at|general protection fault|" \
 		"Unable to handle kernel|Kernel panic|possible circular locking|" \
 		"possible recursive locking|inconsistent lock state|suspicious RCU usage|" \
@@ -107,6 +114,7 @@ END {
 			}
 		}
 		if ((n in mustskip) && k == 0) { line = line "  (no SKIP on a kernel without the feature)"; f++ }
+		if ((n in mustrun) && k > 0) { line = line "  (SKIP on a kernel with every feature)"; f += k }
 		print line
 		for (j = 1; j <= fail[n]; j++) print "    " failed[n, j]
 		P += p; F += f; S += k
