@@ -244,6 +244,17 @@ static long read_nr_open(void)
 	return v;
 }
 
+static bool write_nr_open(long v)
+{
+	FILE *f = fopen("/proc/sys/fs/nr_open", "we");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fprintf(f, "%ld\n", v) > 0;
+	return !fclose(f) && ok;
+}
+
 static int expect_refused(unsigned long n, long min)
 {
 	long r = min_fd_raise(n);
@@ -286,6 +297,32 @@ static int test_overflow(void)
 	CHECK(fd < 0 && errno == EMFILE, "open with minimum == nr_open gave %d (%s)",
 	      fd, fd < 0 ? strerror(errno) : "an fd");
 	CHECK(dup2(1, 10) == 10, "dup2 still works: %s", strerror(errno));
+	return TAP_PASS;
+}
+
+/*
+ * An administrator may lower fs.nr_open below a process's minimum: a query
+ * still answers, a raise is refused. Root only (the guest runs as root).
+ */
+static int test_query_after_nr_open_lowered(void)
+{
+	long nr_open = read_nr_open(), q, r;
+	int e;
+
+	if (geteuid() != 0)
+		return tap_skip("writing /proc/sys/fs/nr_open needs root");
+	CHECK(nr_open >= 256, "cannot read /proc/sys/fs/nr_open");
+	CHECK(min_fd_raise(200) == 0, "prctl: %s", strerror(errno));
+	CHECK(write_nr_open(128), "lowering nr_open: %s", strerror(errno));
+	q = min_fd_query();
+	e = errno;
+	r = min_fd_raise(1);
+	CHECK(write_nr_open(nr_open), "restoring nr_open %ld: %s", nr_open,
+	      strerror(errno));
+	CHECK(q == 200, "query with nr_open 128 < minimum 200 gave %ld (%s)", q,
+	      q < 0 ? strerror(e) : "wrong value");
+	CHECK(r < 0 && errno == EINVAL, "raise past nr_open 128 gave %ld", r);
+	CHECK(min_fd_query() == 200, "minimum %ld", min_fd_query());
 	return TAP_PASS;
 }
 
@@ -534,6 +571,8 @@ static const struct tap_test tests[] = {
 	  test_specific_fd_may_use_range, HAVE_MIN_FD | HAVE_OPENAT2_FD },
 	{ "overflow and results above nr_open are refused; nr_open itself is allowed",
 	  test_overflow, HAVE_MIN_FD },
+	{ "a query answers after nr_open is lowered below the minimum; a raise is refused",
+	  test_query_after_nr_open_lowered, HAVE_MIN_FD },
 	{ "non-zero extra arguments are EINVAL", test_extra_args, HAVE_MIN_FD },
 	{ "threads (CLONE_FILES) share the minimum", test_threads_share,
 	  HAVE_MIN_FD },
