@@ -161,9 +161,13 @@ void uring_close_sock_fds(struct uconn *c, bool kept)
 	}
 }
 
-/* An orphan's close came back (res) or was made outside the ring. */
+/* An orphan's close came back (res) or was made outside the ring. A
+ * close cancelled with its shutdown (a stop's cancel-all) is made here:
+ * the shutdown can no longer run. */
 static void orphan_closed(struct uring_worker *uw, int slot, int res)
 {
+	if (res == -ECANCELED)
+		res = uw->fl->close_now(&uw->ring, slot);
 	if (res < 0) {
 		/* It may still hold the socket: leaking one slot is safer
 		 * than handing it out again. */
