@@ -307,7 +307,7 @@ static int test_overflow(void)
 static int test_query_after_nr_open_lowered(void)
 {
 	long nr_open = read_nr_open(), q, r;
-	int e;
+	int e, er;
 
 	if (geteuid() != 0)
 		return tap_skip("writing /proc/sys/fs/nr_open needs root");
@@ -317,11 +317,12 @@ static int test_query_after_nr_open_lowered(void)
 	q = min_fd_query();
 	e = errno;
 	r = min_fd_raise(1);
+	er = errno;
 	CHECK(write_nr_open(nr_open), "restoring nr_open %ld: %s", nr_open,
 	      strerror(errno));
 	CHECK(q == 200, "query with nr_open 128 < minimum 200 gave %ld (%s)", q,
 	      q < 0 ? strerror(e) : "wrong value");
-	CHECK(r < 0 && errno == EINVAL, "raise past nr_open 128 gave %ld", r);
+	CHECK(r < 0 && er == EINVAL, "raise past nr_open 128 gave %ld", r);
 	CHECK(min_fd_query() == 200, "minimum %ld", min_fd_query());
 	return TAP_PASS;
 }

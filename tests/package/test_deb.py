@@ -183,7 +183,7 @@ def check_lintian(deb):
              "not on PATH")
         return
     p = run(["lintian", "--fail-on", "error,warning", "--pedantic", "-I",
-             deb], timeout=600)
+             deb], timeout=300)
     tags = [t for t in p.stdout.splitlines() if re.match(r"[EWIPXO]: ", t)]
     bad = [t for t in tags if t[0] in "EW" or "hardening-" in t]
     case("lintian: no error, no warning, no hardening tag",
