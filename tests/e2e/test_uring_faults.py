@@ -507,6 +507,16 @@ def refused_submits_lose_nothing():
           "no work ever found the SQ full: the path under test never ran")
 
 
+def response_or_refused(c):
+    """The response to the request sent on c, or None where orcd closed
+    the connection with the request unread (a reset, or EOF before any
+    byte of a response)."""
+    try:
+        return c.read_response()
+    except ConnectionResetError:
+        return None
+
+
 @orcdtest.case
 def connections_without_memory_are_closed():
     """Every third accepted socket finds no memory for its connection
@@ -518,14 +528,11 @@ def connections_without_memory_are_closed():
     others are served whole, and the stop is clean (fds, slots and
     chains back: with_server)."""
     def get(srv, name):
-        """A connection with one request: (its response or None where it
-        was closed unanswered, the connection)."""
+        """A connection with one request: (its response or None, the
+        connection)."""
         c = srv.conn(timeout=10)  # well inside idle_timeout below
         c.send(build_request("GET", "/" + name))
-        try:
-            return c.read_response(), c
-        except ConnectionResetError:
-            return None, c  # closed with our request unread
+        return response_or_refused(c), c
 
     def body(srv):
         names = make_files(srv, 4)
@@ -592,10 +599,7 @@ def a_refused_connection_takes_no_other_with_it():
             refused = 0
             for c in conns:
                 with c:
-                    try:
-                        r = c.read_response()
-                    except ConnectionResetError:
-                        r = None
+                    r = response_or_refused(c)
                     if r is None:
                         refused += 1
                     else:
