@@ -343,6 +343,7 @@ class Orcd:
         self.write_conf(conf)
         self.args = list(args)
         self.proc = None
+        self.finished = False  # exit checked (finish())
         self.fd_baseline = None
         # Run in the child before orcd starts (a lower RLIMIT_NOFILE); a
         # local orcd only.
@@ -565,14 +566,25 @@ class Orcd:
         self.proc.send_signal(sig)
 
     def stop(self, expect_rc=0):
-        if self.proc is None or self.proc.poll() is not None:
+        """SIGTERM, then check the exit as finish() does. An orcd that
+        has already gone is checked all the same: a crash is no stop."""
+        if self.proc is None or self.finished:
             return
-        self.proc.send_signal(signal.SIGTERM)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.finish(30, expect_rc)
+
+    def finish(self, timeout=30, expect_rc=0):
+        """Wait for orcd to exit (asked to already, or of its own
+        accord), then check its exit status and that no sanitizer
+        reported anything. Once: a later stop() does nothing."""
         try:
-            rc = self.proc.wait(30)
+            rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            raise TestFailure("orcd did not stop within 30 s of SIGTERM")
+            raise TestFailure("orcd still running %d s after it was asked "
+                              "to stop" % timeout)
+        self.finished = True
         self.stderr.close()
         if getattr(self, "stdout", None) is not None:
             self.stdout.close()

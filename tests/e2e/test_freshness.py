@@ -10,7 +10,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 
 import orcdtest
 from orcdtest import build_request, check, eq

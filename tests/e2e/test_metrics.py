@@ -28,6 +28,9 @@ def ask(srv, request, head=False):
         c.send(request)
         r = c.read_response(head_request=head)
         check(c.closed_by_peer(), "metrics connection left open")
+        # Nothing after the response: a HEAD's body or a GET's surplus
+        # would be here.
+        eq(bytes(c.buf[:80]), b"", "bytes after the response")
         return r
 
 

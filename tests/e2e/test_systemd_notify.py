@@ -129,7 +129,7 @@ def start_reload_stop_sequence():
 
         n.srv.signal(signal.SIGTERM)
         s = n.wait(lambda m: m.get("STOPPING") == "1", "STOPPING=1", j + 1)
-        eq(n.srv.proc.wait(30), 0, "exit status")
+        n.srv.finish(30)
         n.notify.poll(0.1)
         check(not any(is_ready(m) for m in n.msgs()[s:]),
               "READY=1 after STOPPING=1: %r" % n.msgs()[s:])

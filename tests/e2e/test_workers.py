@@ -84,8 +84,10 @@ def each_worker_has_its_own_root_file():
         for i, a in enumerate(fds):
             for b in fds[i + 1:]:
                 same = same_file(srv.proc.pid, a, b)
-                if same is not None:
-                    check(not same, "fds %d and %d share one file" % (a, b))
+                if same is None:
+                    raise orcdtest.Skip("kcmp(2) cannot compare orcd's "
+                                        "fds here")
+                check(not same, "fds %d and %d share one file" % (a, b))
         srv.stop()
 
 

@@ -1424,7 +1424,8 @@ static char *read_source_file(const char *rel)
 	snprintf(path, sizeof(path), "%s/%s", src ? src : ".", rel);
 	f = fopen(path, "r");
 	if (!f)
-		return NULL;
+		fail_msg("cannot read %s (is ORCD_SOURCE_DIR the source tree?)",
+			 path);
 	assert_int_not_equal(getdelim(&text, &cap, '\0', f), -1);
 	fclose(f);
 	return text;
@@ -1475,10 +1476,6 @@ static void test_shipped_config(void **state)
 	int ret;
 
 	(void)state;
-	if (!text) {
-		config_free(defaults);
-		skip();
-	}
 	c = load_ok(text);
 	assert_string_equal(c->root, "/var/www/orcd");
 	assert_same_settings(c, defaults);
@@ -1521,8 +1518,6 @@ static void test_readme_documents_every_directive(void **state)
 	char heading[64];
 
 	(void)state;
-	if (!text)
-		skip();
 	for (size_t i = 0; i < sizeof(all_directives) / sizeof(*all_directives);
 	     i++) {
 		snprintf(heading, sizeof(heading), "\n### `%s`",
