@@ -618,7 +618,7 @@ def run(server_factory=None):
     A case takes the Orcd instance. Exit status: 0 when all passed.
     """
     srv = (server_factory or Orcd)()
-    failed = passed = 0
+    failed = passed = skipped = 0
     try:
         srv.start()
         for fn in _cases:
@@ -628,7 +628,7 @@ def run(server_factory=None):
                 passed += 1
                 print("ok - %s [%s]" % (name, srv.engine))
             except Skip as e:
-                passed += 1
+                skipped += 1
                 print("ok - %s [%s] # SKIP %s" % (name, srv.engine, e))
             except Exception as e:  # a broken case must not hide the rest
                 failed += 1
@@ -653,7 +653,7 @@ def run(server_factory=None):
         print("not ok - start-up: %s" % e)
     finally:
         srv.cleanup()
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d passed, %d skipped, %d failed" % (passed, skipped, failed))
     return 1 if failed else 0
 
 
@@ -674,7 +674,7 @@ class Server:
 def run_serverless():
     """Run every @case with no shared server: each case starts (and
     cleans up) the orcd processes it needs. Same output as run()."""
-    failed = passed = 0
+    failed = passed = skipped = 0
     for fn in _cases:
         name = fn.__name__
         try:
@@ -682,7 +682,7 @@ def run_serverless():
             passed += 1
             print("ok - %s [%s]" % (name, ENGINE))
         except Skip as e:
-            passed += 1
+            skipped += 1
             print("ok - %s [%s] # SKIP %s" % (name, ENGINE, e))
         except Exception as e:
             failed += 1
@@ -690,7 +690,7 @@ def run_serverless():
             if not isinstance(e, TestFailure):
                 traceback.print_exc(file=sys.stdout)
         sys.stdout.flush()
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d passed, %d skipped, %d failed" % (passed, skipped, failed))
     return 1 if failed else 0
 
 
