@@ -10,7 +10,7 @@ set -euo pipefail
 build=(build-essential cmake pkg-config git clang libclang-rt-14-dev
        liburing-dev libev-dev libsystemd-dev libcmocka-dev media-types
        python3 curl)
-runtime=(wrk nginx lighttpd h2o strace gnuplot-nox systemd lintian)
+runtime=(wrk nginx lighttpd h2o strace gnuplot-nox systemd lintian logrotate)
 kernel=(linux-source-6.1 flex bison bc libelf-dev libssl-dev ccache cpio rsync
         xz-utils dwarves kmod qemu-system-x86 busybox-static)
 

@@ -3,10 +3,11 @@
 configured for /usr, which lintian passes (no error, no warning, no hardening
 tag), then dpkg -i; the installed units pass `systemd-analyze verify`;
 `orcd --check-config` accepts the shipped /etc/orcd/orcd.conf (read by
-default, no -c); the installed binary serves a file on 127.0.0.1; an edited
-conffile survives `dpkg -r`; `dpkg -P` leaves nothing behind, neither the
-package's files nor the logs and enablement links that running and enabling
-orcd make.
+default, no -c); the installed binary serves a file on 127.0.0.1; the
+installed /etc/logrotate.d/orcd parses and rotates the access log where
+the unit's LogsDirectory= puts it; an edited conffile survives `dpkg -r`;
+`dpkg -P` leaves nothing behind, neither the package's files nor the logs
+and enablement links that running and enabling orcd make.
 
 It installs into the real system (as CI does, root on Debian 12), so it skips
 where that could harm: not root, or an orcd package or any of its paths
@@ -39,6 +40,7 @@ SKIP = 77
 
 BINARY = "/usr/sbin/orcd"
 CONF = "/etc/orcd/orcd.conf"
+LOGROTATE = "/etc/logrotate.d/orcd"
 UNITDIR = "/lib/systemd/system"
 UNITS = ("orcd.service", "orcd.socket", "orcd-metrics.socket")
 MAN = ("/usr/share/man/man8/orcd.8.gz", "/usr/share/man/man5/orcd.conf.5.gz")
@@ -47,7 +49,7 @@ WWW = "/var/www/orcd"
 # Where LogsDirectory=orcd lands with DynamicUser=yes.
 LOGS = ("/var/log/private/orcd", "/var/log/orcd")
 # Paths this test must find absent before it installs anything.
-OURS = (BINARY, "/etc/orcd", DOC, WWW) + \
+OURS = (BINARY, "/etc/orcd", LOGROTATE, DOC, WWW) + \
     tuple(os.path.join(UNITDIR, u) for u in UNITS) + MAN + LOGS
 # Searched for names containing "orcd" before the install and after the
 # purge; the two lists must be equal.
@@ -135,10 +137,11 @@ def check_package(deb, work):
     p = run(["dpkg-deb", "-c", deb])
     listed = set(re.sub(r"^\./", "/", line.split()[-1]).rstrip("/")
                  for line in p.stdout.splitlines())
-    want = [BINARY, CONF] + [os.path.join(UNITDIR, u) for u in UNITS] + \
+    want = [BINARY, CONF, LOGROTATE] + \
+        [os.path.join(UNITDIR, u) for u in UNITS] + \
         list(MAN) + [DOC + "/copyright", DOC + "/changelog.gz"]
-    case("binary, config, units, gzipped man pages, copyright and "
-         "changelog in the package",
+    case("binary, config, logrotate rule, units, gzipped man pages, "
+         "copyright and changelog in the package",
          not [w for w in want if w not in listed],
          "missing: %s" % [w for w in want if w not in listed])
     # Debian policy 12.1 (pages compressed) and FHS / lintian
@@ -161,7 +164,8 @@ def check_package(deb, work):
                          "manuals/copyright-format/1.0/")
          and "\nLicense: Expat\n" in text, text[:200])
     p = run(["dpkg-deb", "-I", deb, "conffiles"])
-    case("conffiles: %s" % CONF, p.stdout.split() == [CONF], p.stdout)
+    case("conffiles: %s %s" % (CONF, LOGROTATE),
+         p.stdout.split() == [CONF, LOGROTATE], p.stdout)
     p = run(["dpkg-deb", "-f", deb, "Depends"])
     deps = dict((d.split()[0], d) for d in p.stdout.strip().split(", "))
     # Versions only dpkg-shlibdeps writes: it read the libraries' symbols.
@@ -195,9 +199,19 @@ def check_installed(work):
     case("postinst made the shipped root %s" % WWW, os.path.isdir(WWW),
          "missing")
     p = run(["dpkg-query", "-W", "-f=${Conffiles}", "orcd"])
-    case("dpkg knows %s as a conffile" % CONF,
-         re.search(r"^ %s [0-9a-f]{32}$" % re.escape(CONF), p.stdout, re.M),
-         p.stdout)
+    for f in (CONF, LOGROTATE):
+        case("dpkg knows %s as a conffile" % f,
+             re.search(r"^ %s [0-9a-f]{32}$" % re.escape(f), p.stdout, re.M),
+             p.stdout)
+    if shutil.which("logrotate"):
+        p = run(["logrotate", "-d", "-s", os.path.join(work, "lr.state"),
+                 LOGROTATE])
+        case("logrotate -d %s: parses" % LOGROTATE,
+             p.returncode == 0 and not re.search(r"^error", p.stdout, re.M),
+             "exit %d: %s" % (p.returncode, p.stdout))
+    else:
+        print("ok - logrotate -d %s # SKIP logrotate not installed "
+              "(tests/install-deps.sh installs it)" % LOGROTATE)
     units = [os.path.join(UNITDIR, u) for u in UNITS]
     p = run(["systemd-analyze", "verify"] + units)
     case("systemd-analyze verify: installed units clean",
@@ -258,6 +272,24 @@ def use_like_a_service():
     return made
 
 
+def rotate(work):
+    """The installed rule on the real layout (/var/log/orcd a link to
+    /var/log/private/orcd, root-only): orcd is not running, so postrotate
+    signals nothing and must not fail."""
+    if not shutil.which("logrotate"):
+        print("ok - logrotate -f %s # SKIP logrotate not installed"
+              % LOGROTATE)
+        return
+    p = run(["logrotate", "-f", "-s", os.path.join(work, "lr.state"),
+             LOGROTATE])
+    log = os.path.join(LOGS[1], "access.log")
+    case("logrotate -f %s: %s.1 made, no error" % (LOGROTATE, log),
+         p.returncode == 0 and not p.stdout.strip()
+         and os.path.isfile(log + ".1") and not lexists(log),
+         "exit %d: %s; %s holds %s" % (p.returncode, p.stdout, LOGS[0],
+                                       os.listdir(LOGS[0])))
+
+
 def remove_and_purge(before):
     files = run(["dpkg", "-L", "orcd"]).stdout.split()
     with open(CONF, "a") as f:
@@ -271,7 +303,7 @@ def remove_and_purge(before):
     p = run(["dpkg", "-P", "orcd"])
     case("dpkg -P orcd", p.returncode == 0, p.stdout)
     left = [f for f in files if lexists(f) and not os.path.isdir(f)]
-    left += [d for d in ("/etc/orcd", DOC, WWW)
+    left += [d for d in ("/etc/orcd", LOGROTATE, DOC, WWW)
              + LOGS if lexists(d)]
     new = sorted(traces() - before)
     case("dpkg -P: nothing left (package files, logs, enablement links)",
@@ -312,6 +344,7 @@ def main():
                     p.stdout):
                 check_installed(work)
                 made = use_like_a_service()
+                rotate(work)
                 remove_and_purge(before)
     finally:
         if dpkg_status():
