@@ -17,6 +17,9 @@
 #   On these machines KVM hangs after the BIOS, so the probe is bounded
 #   (ORCD_KVM_PROBE_TIMEOUT, default 10 s) and TCG is the usual result.
 # - --timeout (default 600 s) kills QEMU; the exit status is then 124.
+# - SIGTERM, SIGINT or SIGHUP stops QEMU (SIGTERM, SIGKILL 5 s later); boot.sh
+#   then exits 128+N. When boot.sh's caller dies, or boot.sh is SIGKILLed, a
+#   watchdog stops QEMU within about a second.
 # - Exit status is QEMU's (0 after the guest powers off).
 set -euo pipefail
 
@@ -120,16 +123,71 @@ log "booting $(basename "$kernel") under $accel (${smp} CPUs, ${mem} MB, timeout
 # 10,000 at once, beyond the usual soft limit of 1024.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-set +e +o pipefail
+# QEMU runs in the background so that the traps below run at once: SIGTERM,
+# SIGINT or SIGHUP to boot.sh stops it (TERM through timeout, which passes
+# it on and sends KILL 5 s later) before boot.sh exits 128+N. timeout puts
+# itself and QEMU in a process group of their own, which a terminal's Ctrl-C
+# to the caller's group does not reach, so boot.sh is what must stop them.
+# A watchdog stops them too when boot.sh or its caller is gone (SIGKILL),
+# instead of QEMU running on until --timeout.
+qpid= sig= watchdog=
+stop_qemu() { [ -z "$qpid" ] || kill -TERM "$qpid" 2>/dev/null || true; }
+trap 'sig=TERM; stop_qemu' TERM
+trap 'sig=INT; stop_qemu' INT
+trap 'sig=HUP; stop_qemu' HUP
+trap '[ -z "$watchdog" ] || kill "$watchdog" 2>/dev/null || true' EXIT
+
+# The console goes through a pipe to the log (and stdout unless --quiet); the
+# sink ignores SIGINT (and tee a reader gone from stdout) so that the log gets
+# QEMU's last words after a Ctrl-C.
+if [ $quiet = 1 ]; then
+	exec 3> >(trap '' INT; exec cat >>"$logf")
+else
+	exec 3> >(trap '' INT; exec tee -p -a "$logf")
+fi
+sink=$!
+set +e
 timeout -k 5 "$timeout" "$qemu" "${accel_args[@]}" -m "$mem" -smp "$smp" \
 	-nographic -no-reboot -nodefaults -monitor none -serial stdio \
 	-kernel "$kernel" -initrd "$initrd" \
 	-append "console=ttyS0 panic=-1 $append" \
 	-netdev "$netdev" -device virtio-net-pci,netdev=net0 \
 	-device virtio-rng-pci "${share_args[@]}" \
-	</dev/null 2>&1 | if [ $quiet = 1 ]; then cat >>"$logf"; else tee -a "$logf"; fi
-rc=${PIPESTATUS[0]}
-set -e -o pipefail
+	</dev/null >&3 2>&1 3>&- &
+qpid=$!
+exec 3>&-
+[ -z "$sig" ] || stop_qemu  # a signal came before QEMU had started
+
+# The watchdog: once a second, is boot.sh still there with the same parent?
+caller=$PPID
+(
+	trap - TERM INT HUP EXIT
+	while sleep 1; do
+		read -r stat <"/proc/$$/stat" || break
+		set -- ${stat##*) }
+		[ "$2" = "$caller" ] || break
+	done
+	kill -TERM "$qpid" 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+watchdog=$!
+
+# wait returns early (>128) when a trapped signal arrives: wait again until
+# timeout (and so QEMU) has ended.
+wait "$qpid"
+rc=$?
+while [ -n "$sig" ] && kill -0 "$qpid" 2>/dev/null; do
+	wait "$qpid"
+	r=$?
+	[ $r = 127 ] && break
+	rc=$r
+done
+qpid=
+wait "$sink" 2>/dev/null
+set -e
+if [ -n "$sig" ]; then
+	log "stopped QEMU on SIG$sig"
+	exit $((128 + $(kill -l "$sig")))
+fi
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 	log "timeout: QEMU killed after ${timeout}s"
 	exit 124

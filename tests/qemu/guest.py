@@ -11,6 +11,7 @@ benchmarks.
 Only 127.0.0.1 is ever used on the host side.
 """
 
+import atexit
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -109,6 +111,17 @@ def build_initramfs(orcd_bin, extra_bins=(), extra_adds=(), out=None):
     return out
 
 
+# Guests whose boot.sh may still run: stopped when Python exits normally or
+# after an uncaught exception, even by a caller without a finally.
+_running = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_all():
+    for g in list(_running):
+        g.kill()
+
+
 class Guest:
     def __init__(self, kernel, initrd, engine=None, share=None, timeout=1800,
                  mem=1024, http_port=None, log=None, same_ports=(),
@@ -158,8 +171,15 @@ class Guest:
         say("booting %s (engine %s); console %s"
             % (os.path.basename(self.kernel), self.engine or "-", self.log))
         self.t_boot = time.monotonic()
+        # A session of its own: a terminal's Ctrl-C reaches this process
+        # only, not boot.sh and its console logger, so that the guest can
+        # still be stopped cleanly (orcd's exit status is read from the
+        # console). kill() stops it; boot.sh's watchdog stops QEMU when
+        # this process dies without doing so (SIGKILL, default SIGTERM).
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+                                     stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        _running.add(self)
         self.wait_console("ORCD-GUEST: agent", ready_timeout)
         self.wait(lambda: self.agent("true")[0] == 0, 60, "the guest agent")
         self.sync_clock()
@@ -266,14 +286,21 @@ class Guest:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.kill()
         return self.proc.returncode
 
     def splats(self):
         return [l for l in self.console().splitlines() if SPLAT.search(l)]
 
-    def kill(self):
+    def kill(self, grace=15):
+        """Stop QEMU now. SIGTERM to boot.sh, which stops QEMU (SIGTERM,
+        SIGKILL 5 s later) and exits; SIGKILL to boot.sh if it has not
+        exited after grace seconds, and then its watchdog stops QEMU."""
+        _running.discard(self)
         if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            self.proc.terminate()
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
