@@ -205,6 +205,11 @@ static int resolve_target(struct orcd_config *cfg,
 		}
 		if (err)
 			return lookup_status(err);
+		/* The facts now are the opened file's: a path replaced by a
+		 * directory, FIFO or device since the lookup above is no
+		 * file to answer from. */
+		if (!S_ISREG(plan->meta.mode))
+			return 404;
 	}
 	return 0;
 }
