@@ -231,18 +231,26 @@ void access_log_tick(struct access_log_buf *b, int64_t now_ms)
 }
 
 /* Copy a client-supplied string for the log, escaping '"', '\\' and
- * non-printable bytes as \xHH so a request cannot forge log lines. */
+ * non-printable bytes as \xHH so a request cannot forge log lines. One
+ * that does not fit in cap ends in "\..." (escaping never writes a
+ * backslash but before 'x'), so a cut field is not taken for all of it. */
 static size_t put_escaped(char *out, size_t cap, const char *s, size_t n)
 {
-	size_t o = 0;
+	static const char cut[] = "\\...";
+	size_t o = 0, i;
 
-	for (size_t i = 0; i < n && o + 5 < cap; i++) {
+	/* Room for one more escape and its NUL, then for the marker. */
+	for (i = 0; i < n && o + 5 + sizeof(cut) - 1 < cap; i++) {
 		unsigned char c = (unsigned char)s[i];
 
 		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
 			o += (size_t)snprintf(out + o, cap - o, "\\x%02X", c);
 		else
 			out[o++] = (char)c;
+	}
+	if (i < n) {
+		memcpy(out + o, cut, sizeof(cut) - 1);
+		o += sizeof(cut) - 1;
 	}
 	return o;
 }

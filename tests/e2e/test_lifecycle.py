@@ -513,6 +513,43 @@ def access_log_names_the_bad_request():
 
 
 @orcdtest.case
+def access_log_marks_a_cut_field():
+    # A log line holds 4 KiB: a request line or User-Agent longer than
+    # its share is cut, and ends in "\\..." (which escaping never
+    # writes), so the cut is not taken for the whole field.
+    with Server() as srv:
+        srv.start()
+        path = "/" + "p" * 3500
+        agent = "a" * 5000
+        r, _ = srv.exchange(build_request("GET", path, {
+            "User-Agent": agent, "Referer": "http://r/" + "r" * 900,
+            "Connection": "close"}))
+        eq(r.status, 404, "the long path's status")
+        r, _ = srv.exchange(build_request("GET", "/hello.txt", {
+            "User-Agent": "short", "Connection": "close"}))
+        eq(r.status, 200, "the short request's status")
+        wait_until(lambda: len(case_lines(srv)) >= 2, 10,
+                   "two access log lines")
+        long_line, short_line = case_lines(srv)[:2]
+        check(len(long_line) < 4096, "a line of %d bytes" % len(long_line))
+        m = COMBINED.match(long_line)
+        check(m, "not combined: %r" % long_line[:200])
+        for what, field, whole in (("request", m.group(5),
+                                    "GET %s HTTP/1.1" % path),
+                                   ("referer", m.group(8), None),
+                                   ("user agent", m.group(9), agent)):
+            check(field.endswith("\\..."), "the cut %s does not end in "
+                  "\\...: %r" % (what, field[-40:]))
+            check(whole is None or whole.startswith(field[:-4]),
+                  "the cut %s is not the field's start" % what)
+        m = COMBINED.match(short_line)
+        check(m, "not combined: %r" % short_line)
+        eq((m.group(5), m.group(9)), ("GET /hello.txt HTTP/1.1", "short"),
+           "a whole request line and user agent")
+        srv.stop()
+
+
+@orcdtest.case
 def access_log_stdout_and_off_by_default():
     with Server() as srv:
         conf = base_conf(srv).replace("access_log %s;\n" % srv.access_log,
