@@ -14,11 +14,9 @@ Only 127.0.0.1 is ever used on the host side.
 import atexit
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import weakref
 
