@@ -18,8 +18,9 @@
 #   (ORCD_KVM_PROBE_TIMEOUT, default 10 s) and TCG is the usual result.
 # - --timeout (default 600 s) kills QEMU; the exit status is then 124.
 # - SIGTERM, SIGINT or SIGHUP stops QEMU (SIGTERM, SIGKILL 5 s later); boot.sh
-#   then exits 128+N. When boot.sh's caller dies, or boot.sh is SIGKILLed, a
-#   watchdog stops QEMU within about a second.
+#   then ends of that signal (a shell caller sees 128+N). When boot.sh's
+#   caller dies, or boot.sh is SIGKILLed, a watchdog stops QEMU within about
+#   a second.
 # - Exit status is QEMU's (0 after the guest powers off).
 set -euo pipefail
 
@@ -125,7 +126,7 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # QEMU runs in the background so that the traps below run at once: SIGTERM,
 # SIGINT or SIGHUP to boot.sh stops it (TERM through timeout, which passes
-# it on and sends KILL 5 s later) before boot.sh exits 128+N. timeout puts
+# it on and sends KILL 5 s later) before boot.sh ends of that signal. timeout puts
 # itself and QEMU in a process group of their own, which a terminal's Ctrl-C
 # to the caller's group does not reach, so boot.sh is what must stop them.
 # A watchdog stops them too when boot.sh or its caller is gone (SIGKILL),
@@ -158,14 +159,15 @@ qpid=$!
 exec 3>&-
 [ -z "$sig" ] || stop_qemu  # a signal came before QEMU had started
 
-# The watchdog: once a second, is boot.sh still there with the same parent?
+# The watchdog: once a second, is boot.sh still running (not a zombie its
+# parent has yet to reap) with the same parent?
 caller=$PPID
 (
 	trap - TERM INT HUP EXIT
 	while sleep 1; do
 		read -r stat <"/proc/$$/stat" || break
 		set -- ${stat##*) }
-		[ "$2" = "$caller" ] || break
+		[ "$1" != Z ] && [ "$2" = "$caller" ] || break
 	done
 	kill -TERM "$qpid" 2>/dev/null
 ) </dev/null >/dev/null 2>&1 &
@@ -186,6 +188,13 @@ wait "$sink" 2>/dev/null
 set -e
 if [ -n "$sig" ]; then
 	log "stopped QEMU on SIG$sig"
+	# End of the same signal, so that a calling shell sees a Ctrl-C as
+	# one and stops too (an exit 130 would let it carry on); 128+N where
+	# the signal does not end us.
+	[ -z "$watchdog" ] || kill "$watchdog" 2>/dev/null || true
+	watchdog=
+	trap - "$sig"
+	kill -s "$sig" $$
 	exit $((128 + $(kill -l "$sig")))
 fi
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
