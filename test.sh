@@ -60,13 +60,15 @@ run_ctest() {
 	fi
 	rm -f "$out"
 	# A test program that passes may still have skipped some of its
-	# cases ("ok - CASE # SKIP why"): name them, or they go unseen.
+	# cases ("ok - CASE # SKIP why"): name them, or they go unseen. (A
+	# program ctest counts as skipped, exit 77, says why the same way and
+	# is listed too.)
 	local cases
 	cases=$(grep -hE '^ok - .* # SKIP ' "$dir/Testing/Temporary/LastTest.log" \
 		2>/dev/null | sort -u)
 	if [ -n "$cases" ]; then
 		case_skips+=("--- $name:" "$cases")
-		summary+=("$name: $(wc -l <<<"$cases") cases skipped inside passing tests (listed above)")
+		summary+=("$name: $(wc -l <<<"$cases") SKIP lines in the tests' output (listed above)")
 	fi
 }
 
@@ -93,7 +95,7 @@ fi
 
 if [ "${#case_skips[@]}" -gt 0 ]; then
 	echo
-	echo "=== cases skipped inside passing tests"
+	echo "=== SKIP lines in the tests' output"
 	printf '%s\n' "${case_skips[@]}"
 fi
 echo
