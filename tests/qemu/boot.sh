@@ -136,7 +136,14 @@ stop_qemu() { [ -z "$qpid" ] || kill -TERM "$qpid" 2>/dev/null || true; }
 trap 'sig=TERM; stop_qemu' TERM
 trap 'sig=INT; stop_qemu' INT
 trap 'sig=HUP; stop_qemu' HUP
-trap '[ -z "$watchdog" ] || kill "$watchdog" 2>/dev/null || true' EXIT
+# The watchdog is stopped and reaped on the way out, its sleep with it: a
+# child left to die after boot.sh would be a zombie of whatever reaps
+# orphans (a container's init may never).
+stop_watchdog() {
+	[ -z "$watchdog" ] || { kill "$watchdog" 2>/dev/null; wait "$watchdog"; } || true
+	watchdog=
+}
+trap stop_watchdog EXIT
 
 # The console goes through a pipe to the log (and stdout unless --quiet); the
 # sink ignores SIGINT (and tee a reader gone from stdout) so that the log gets
@@ -163,8 +170,14 @@ exec 3>&-
 # parent has yet to reap) with the same parent?
 caller=$PPID
 (
-	trap - TERM INT HUP EXIT
-	while sleep 1; do
+	trap - INT HUP EXIT
+	nap=
+	trap '[ -z "$nap" ] || kill "$nap" 2>/dev/null; wait; exit 0' TERM
+	while :; do
+		sleep 1 &
+		nap=$!
+		wait "$nap"
+		nap=
 		read -r stat <"/proc/$$/stat" || break
 		set -- ${stat##*) }
 		[ "$1" != Z ] && [ "$2" = "$caller" ] || break
@@ -191,8 +204,7 @@ if [ -n "$sig" ]; then
 	# End of the same signal, so that a calling shell sees a Ctrl-C as
 	# one and stops too (an exit 130 would let it carry on); 128+N where
 	# the signal does not end us.
-	[ -z "$watchdog" ] || kill "$watchdog" 2>/dev/null || true
-	watchdog=
+	stop_watchdog
 	trap - "$sig"
 	kill -s "$sig" $$
 	exit $((128 + $(kill -l "$sig")))
