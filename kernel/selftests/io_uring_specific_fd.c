@@ -850,7 +850,7 @@ static int test_accept_any_and_ebadf(void)
 }
 
 /*
- * kernel/README.md: "while the request waits for a connection the fd is
+ * kernel/SERIES.md: "while the request waits for a connection the fd is
  * not held" - so the fd can be taken meanwhile, and the accept then fails
  * with EBUSY without consuming the connection.
  */

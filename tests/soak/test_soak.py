@@ -48,7 +48,7 @@ byte was read (the server answered somewhere in there):
     when it was opened before a worker swap ended (the reload was logged:
     the old workers had stopped accepting) and the swap began before the
     close, or when it had been idle for idle_timeout.
-The io_uring engines have one documented window (daemon/README.md,
+The io_uring engines have one documented window (daemon/INTERNALS.md,
 "Metadata freshness"): between the plan and the chain's open, a file
 replaced by rename with a version at least as long is sent as that
 version's first Content-Length bytes under the previous state's length
