@@ -692,12 +692,16 @@ def answer(r):
     return "status %d, %d body bytes" % (r.status, len(r.body or b""))
 
 
-def client(srv, i, errors):
+def client(srv, i, errors, room):
     """One of six kinds of client; whatever goes wrong (an error, a
-    missing or wrong answer) lands in errors, never only in the thread."""
+    missing or wrong answer) lands in errors, never only in the thread.
+    room bounds how many connect at once."""
+    # Through QEMU's forwarder a connect the host's accept queue dropped
+    # is retried with backoff, seconds apart: slow, not wrong.
+    timeout = 60 if srv.forwarded else 10
     try:
         kind = i % 6
-        with srv.conn() as c:
+        with room, srv.conn(timeout) as c:
             if kind == 0:    # keep-alive request, client closes
                 c.send(build_request("GET", "/hello.txt"))
                 r = c.read_response()
@@ -727,20 +731,35 @@ def client(srv, i, errors):
 
 @orcdtest.case
 def fds_back_after_100_parallel_clients():
-    with Server() as srv:
+    with Server(metrics=True) as srv:
         srv.start()
         base = srv.fd_baseline
+        # In the guest, no more connects at once than the forwarder's
+        # accept queue holds (see orcdguest); loopback takes all 100.
+        room = threading.BoundedSemaphore(srv.connect_burst or 100)
         for round_ in range(2):
             errors = []
-            threads = [threading.Thread(target=client, args=(srv, i, errors))
+            accepted = srv.metrics()["orcd_connections_accepted_total"]
+            threads = [threading.Thread(target=client,
+                                        args=(srv, i, errors, room))
                        for i in range(100)]
             for t in threads:
                 t.start()
+            deadline = time.monotonic() + 180
             for t in threads:
-                t.join(60)
+                t.join(max(0, deadline - time.monotonic()))
             check(not any(t.is_alive() for t in threads),
                   "clients still running")
-            check(not errors, "client errors: %s" % errors[:5])
+            if errors:
+                # Whose they are: clients orcd never accepted waited in a
+                # forwarder; accepted ones it left unanswered are its own.
+                m = srv.metrics()
+                raise orcdtest.TestFailure(
+                    "%d client errors: %s; orcd accepted %d of the "
+                    "round's 100 connections, %d open now"
+                    % (len(errors), errors[:5],
+                       m["orcd_connections_accepted_total"] - accepted,
+                       m["orcd_connections_open"]))
             srv.assert_fds_back()
             eq(srv.fd_count(), base, "round %d fds" % round_)
         eq(srv.get("/hello.txt").body, HELLO, "still serving")
