@@ -146,12 +146,12 @@ stop_watchdog() {
 trap stop_watchdog EXIT
 
 # The console goes through a pipe to the log (and stdout unless --quiet); the
-# sink ignores SIGINT (and tee a reader gone from stdout) so that the log gets
-# QEMU's last words after a Ctrl-C.
+# sink ignores SIGINT and SIGHUP (and tee a reader gone from stdout) so that
+# the log gets QEMU's last words after a Ctrl-C or a hangup.
 if [ $quiet = 1 ]; then
-	exec 3> >(trap '' INT; exec cat >>"$logf")
+	exec 3> >(trap '' INT HUP; exec cat >>"$logf")
 else
-	exec 3> >(trap '' INT; exec tee -p -a "$logf")
+	exec 3> >(trap '' INT HUP; exec tee -p -a "$logf")
 fi
 sink=$!
 set +e
@@ -170,7 +170,13 @@ exec 3>&-
 # parent has yet to reap) with the same parent?
 caller=$PPID
 (
-	trap - INT HUP EXIT
+	# A terminal's Ctrl-C or hangup to the caller's group is boot.sh's to
+	# answer (its traps stop QEMU, then stop_watchdog this): ignored
+	# here, and by the sleep, which would otherwise die apart from its
+	# parent and be reaped by whatever reaps orphans. (bash already
+	# ignores SIGINT in a background subshell; SIGHUP it does not.)
+	trap - EXIT
+	trap '' INT HUP
 	nap=
 	trap '[ -z "$nap" ] || kill "$nap" 2>/dev/null; wait; exit 0' TERM
 	while :; do
