@@ -334,27 +334,21 @@ static struct http_str opaque(const char *etag)
 	return s;
 }
 
-/*
- * Whether a field "*" / #entity-tag names etag (RFC 9110 13.1.1, 13.1.2).
- * strong (If-Match): both tags are strong and equal; otherwise
- * (If-None-Match) the weak comparison: the opaque-tags are equal,
- * whatever their W/ prefixes. "*" names any current representation.
- * A malformed list stops matching where it breaks: for If-None-Match a
- * wrong 304 would be worse than a 200, for If-Match a 412 is safer than
- * a representation the client did not ask for.
- */
-static bool etag_list_hits(struct http_str v, const char *etag, bool strong)
+/* How far one line of an entity-tag list got (etag_line). */
+enum tag_scan {
+	TAG_MISS,   /* read to its end: no tag names ours */
+	TAG_HIT,    /* a tag names ours */
+	TAG_BROKEN, /* not an entity-tag list from some point on */
+};
+
+/* One line of a #entity-tag list against mine (an opaque-tag): the
+ * strong comparison (both strong and equal) or the weak one (the
+ * opaque-tags equal, whatever their W/ prefixes). */
+static enum tag_scan etag_line(struct http_str v, struct http_str mine,
+			       bool strong)
 {
-	struct http_str mine;
 	size_t i = 0;
 
-	v = trim(v);
-	if (v.n == 1 && v.p[0] == '*')
-		return true;
-	/* A weak tag of ours never matches strongly. */
-	if (!etag || (strong && etag[0] == 'W'))
-		return false;
-	mine = opaque(etag);
 	for (;;) {
 		const char *close;
 		size_t start;
@@ -363,26 +357,64 @@ static bool etag_list_hits(struct http_str v, const char *etag, bool strong)
 		while (i < v.n && (is_ows(v.p[i]) || v.p[i] == ','))
 			i++;
 		if (i == v.n)
-			return false;
+			return TAG_MISS;
 		if (v.n - i >= 2 && v.p[i] == 'W' && v.p[i + 1] == '/') {
 			i += 2;
 			weak = true;
 		}
 		if (i == v.n || v.p[i] != '"')
-			return false;
+			return TAG_BROKEN;
 		start = i;
 		close = memchr(v.p + i + 1, '"', v.n - i - 1);
 		if (!close)
-			return false;
+			return TAG_BROKEN;
 		i = (size_t)(close - v.p) + 1;
 		if (!(strong && weak) && i - start == mine.n &&
 		    memcmp(v.p + start, mine.p, mine.n) == 0)
-			return true;
+			return TAG_HIT;
 		while (i < v.n && is_ows(v.p[i]))
 			i++;
 		if (i < v.n && v.p[i] != ',')
-			return false;
+			return TAG_BROKEN;
 	}
+}
+
+/*
+ * Whether a field "*" / #entity-tag names etag (RFC 9110 13.1.1, 13.1.2),
+ * its lines read as one list (5.3): strong for If-Match, weak for
+ * If-None-Match. "*" names any current representation, and only alone:
+ * beside other lines it breaks the list, as it would joined to them.
+ * A malformed list stops matching where it breaks: for If-None-Match a
+ * wrong 304 would be worse than a 200, for If-Match a 412 is safer than
+ * a representation the client did not ask for. Lines the parser did not
+ * keep count as absent, which errs the same ways.
+ */
+static bool etag_list_hits(const struct http_list *l, const char *etag,
+			   bool strong)
+{
+	struct http_str mine;
+
+	if (l->n == 1) {
+		struct http_str v = trim(l->line[0]);
+
+		if (v.n == 1 && v.p[0] == '*')
+			return true;
+	}
+	/* A weak tag of ours never matches strongly. */
+	if (!etag || (strong && etag[0] == 'W'))
+		return false;
+	mine = opaque(etag);
+	for (unsigned k = 0; k < l->n; k++) {
+		switch (etag_line(l->line[k], mine, strong)) {
+		case TAG_HIT:
+			return true;
+		case TAG_BROKEN:
+			return false;
+		case TAG_MISS:
+			break;
+		}
+	}
+	return false;
 }
 
 /* A field's HTTP-date, or false when it is absent or invalid (then the
@@ -401,13 +433,13 @@ int http_precondition_at(const struct http_request *req, const char *etag,
 
 	/* RFC 9110 13.2.2, steps 1 to 4 in order. */
 	if (req->if_match.n) {
-		if (!etag_list_hits(req->if_match, etag, true))
+		if (!etag_list_hits(&req->if_match, etag, true))
 			return 412;
 	} else if (field_date(req->if_unmodified_since, now, &t) && mtime > t) {
 		return 412;
 	}
 	if (req->if_none_match.n) {
-		if (etag_list_hits(req->if_none_match, etag, false))
+		if (etag_list_hits(&req->if_none_match, etag, false))
 			return get ? 304 : 412;
 	} else if (get && field_date(req->if_modified_since, now, &t) &&
 		   t <= now && mtime <= t) {

@@ -408,6 +408,13 @@ static void set_first(struct http_str *dst, struct http_str v)
 		*dst = v;
 }
 
+/* One more line of a list field (see struct http_list). */
+static void add_line(struct http_list *l, struct http_str v)
+{
+	if (v.n && l->n < HTTP_LIST_LINES)
+		l->line[l->n++] = v;
+}
+
 static int dispatch_field(struct parse_ctx *c, struct http_str name,
 			  struct http_str v)
 {
@@ -435,7 +442,7 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 		if (http_str_eq_ci(name, "if-range"))
 			set_first(&req->if_range, v);
 		else if (http_str_eq_ci(name, "if-match"))
-			set_first(&req->if_match, v);
+			add_line(&req->if_match, v);
 		break;
 	case 10:
 		if (http_str_eq_ci(name, "connection"))
@@ -445,7 +452,7 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 		break;
 	case 13:
 		if (http_str_eq_ci(name, "if-none-match"))
-			set_first(&req->if_none_match, v);
+			add_line(&req->if_none_match, v);
 		break;
 	case 14:
 		if (http_str_eq_ci(name, "content-length"))

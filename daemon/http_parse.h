@@ -16,6 +16,18 @@ struct http_str {
 	size_t n;
 };
 
+/*
+ * A list field (RFC 9110 5.6.1) that may come in several field lines: the
+ * lines' values in order, to be read as one list joined by commas (5.3).
+ * Empty lines add nothing; lines past HTTP_LIST_LINES are not kept (a
+ * reader of the list treats them as absent and must stay safe so).
+ */
+#define HTTP_LIST_LINES 4
+struct http_list {
+	struct http_str line[HTTP_LIST_LINES];
+	unsigned n; /* lines kept; 0: the field is absent */
+};
+
 enum http_method {
 	HTTP_METHOD_GET,
 	HTTP_METHOD_HEAD,
@@ -42,12 +54,10 @@ struct http_request {
 	bool has_host;
 	struct http_str host;
 	/* Field values with surrounding whitespace trimmed; n == 0 if absent.
-	 * Repeated If-Match and If-None-Match fields are not joined: the
-	 * parser reports only the first (a client sending two is rare and
-	 * gets the first). */
-	struct http_str if_match;
+	 * Of a repeated field the first counts, but for the two lists. */
+	struct http_list if_match;
 	struct http_str if_unmodified_since;
-	struct http_str if_none_match;
+	struct http_list if_none_match;
 	struct http_str if_modified_since;
 	struct http_str range;
 	struct http_str if_range;

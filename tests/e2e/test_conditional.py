@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Conditional requests (RFC 9110 section 13): If-Match (strong
 comparison), If-Unmodified-Since, If-None-Match (exact, list, weak
-comparison, *), If-Modified-Since, If-Range, their precedence (13.2.2),
-304s without a body and 412s that keep the connection."""
+comparison, *; repeated lines as one list), If-Modified-Since, If-Range,
+their precedence (13.2.2), 304s without a body and 412s that keep the
+connection."""
 
 import sys
 
@@ -187,6 +188,25 @@ def is_412(r, what, head=False):
     else:
         check(r.body.startswith(b"<html>") and b"412" in r.body,
               what + ": error page %r" % r.body[:80])
+
+
+@orcdtest.case
+def repeated_list_fields_are_one_list(srv):
+    # RFC 9110 5.3: two If-None-Match (or If-Match) lines mean the one
+    # list of both; the tag that matches may be in the second line.
+    etag = fixture(srv)
+    for lines in ([("If-None-Match", '"aaa"'), ("If-None-Match", etag)],
+                  [("If-None-Match", etag), ("If-None-Match", '"bbb"')]):
+        is_304(cond(srv, lines), etag, "INM lines %s" % lines)
+    is_200(cond(srv, [("If-None-Match", '"a"'), ("If-None-Match", '"b"')]),
+           "INM lines, no match")
+    is_200(cond(srv, [("If-Match", '"aaa"'), ("If-Match", etag)]),
+           "If-Match lines, match in the second")
+    is_412(cond(srv, [("If-Match", '"a"'), ("If-Match", '"b"')]),
+           "If-Match lines, no match")
+    # "*" is a list of its own: beside another line the field is broken.
+    is_412(cond(srv, [("If-Match", "*"), ("If-Match", etag)]),
+           "If-Match * beside a tag")
 
 
 @orcdtest.case

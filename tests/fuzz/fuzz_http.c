@@ -226,8 +226,14 @@ static void run(const char *buf, size_t size, const struct http_limits *lim)
 		CHECK(inside(buf, size, req.query));
 		CHECK(inside(buf, size, req.host));
 		CHECK(inside(buf, size, req.range));
-		CHECK(inside(buf, size, req.if_none_match));
-		CHECK(inside(buf, size, req.if_match));
+		CHECK(req.if_none_match.n <= HTTP_LIST_LINES &&
+		      req.if_match.n <= HTTP_LIST_LINES);
+		for (unsigned k = 0; k < req.if_match.n; k++)
+			CHECK(inside(buf, size, req.if_match.line[k]) &&
+			      req.if_match.line[k].n);
+		for (unsigned k = 0; k < req.if_none_match.n; k++)
+			CHECK(inside(buf, size, req.if_none_match.line[k]) &&
+			      req.if_none_match.line[k].n);
 		CHECK(inside(buf, size, req.if_unmodified_since));
 		CHECK(req.method == HTTP_METHOD_OTHER ||
 		      req.content_length == 0);

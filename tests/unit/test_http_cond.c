@@ -24,6 +24,26 @@ static struct http_str S(const char *s) {
 	return r;
 }
 
+/* A list field whose lines are s split at '\n', as the parser keeps
+ * them: empty lines left out, none past HTTP_LIST_LINES. */
+static struct http_list L(const char *s)
+{
+	struct http_list l;
+
+	memset(&l, 0, sizeof(l));
+	while (l.n < HTTP_LIST_LINES) {
+		const char *nl = strchr(s, '\n');
+		size_t n = nl ? (size_t)(nl - s) : strlen(s);
+
+		if (n)
+			l.line[l.n++] = (struct http_str){s, n};
+		if (!nl)
+			break;
+		s = nl + 1;
+	}
+	return l;
+}
+
 /* http_date_parse on an exact-size heap copy, so over-reads show. */
 static int
 parse_date(const char *s, size_t n, time_t *t)
@@ -230,7 +250,7 @@ static struct http_request req_with(enum http_method m, const char *inm,
 	memset(&r, 0, sizeof(r));
 	r.method = m;
 	if (inm)
-		r.if_none_match = S(inm);
+		r.if_none_match = L(inm);
 	if (ims)
 		r.if_modified_since = S(ims);
 	return r;
@@ -269,6 +289,19 @@ static void test_if_none_match(void **state)
 	assert_int_equal(pre("junk, " ETAG, NULL), 200);
 	assert_int_equal(pre("*, " ETAG, NULL), 200);
 	assert_int_equal(pre("\"a\" " ETAG, NULL), 200);
+	/* Several lines are one list (RFC 9110 5.3): "a", ETAG. */
+	assert_int_equal(pre("\"a\"\n" ETAG, NULL), 304);
+	assert_int_equal(pre(ETAG "\n\"a\"", NULL), 304);
+	assert_int_equal(pre("\"a\"\n\n\"b\"\n" ETAG, NULL), 304);
+	assert_int_equal(pre("\"a\"\n\"b\"", NULL), 200);
+	/* ... which breaks where any line breaks, "*" beside others too. */
+	assert_int_equal(pre("\"a\" junk\n" ETAG, NULL), 200);
+	assert_int_equal(pre("*\n" ETAG, NULL), 200);
+	assert_int_equal(pre("\"a\"\n*", NULL), 200);
+	assert_int_equal(pre(ETAG "\njunk", NULL), 304); /* hit first */
+	/* Lines past the kept ones are absent: a 200, never a wrong 304. */
+	assert_int_equal(pre("\"a\"\n\"b\"\n\"c\"\n\"d\"\n" ETAG, NULL),
+			 200);
 }
 
 static void test_if_modified_since(void **state)
@@ -355,9 +388,9 @@ static int outcome(const struct cond_case *c, const char *etag)
 
 	memset(&r, 0, sizeof(r));
 	r.method = c->m;
-	r.if_match = c->im ? S(c->im) : r.if_match;
+	r.if_match = c->im ? L(c->im) : r.if_match;
 	r.if_unmodified_since = c->ius ? S(c->ius) : r.if_unmodified_since;
-	r.if_none_match = c->inm ? S(c->inm) : r.if_none_match;
+	r.if_none_match = c->inm ? L(c->inm) : r.if_none_match;
 	r.if_modified_since = c->ims ? S(c->ims) : r.if_modified_since;
 	r.range = c->range ? S(c->range) : r.range;
 	r.if_range = c->ir ? S(c->ir) : r.if_range;
@@ -405,6 +438,14 @@ static void test_each_alone(void **state)
 		{GET, .im = "junk", .want = 412},
 		{GET, .im = "*, " ETAG, .want = 412}, /* malformed */
 		{GET, .im = "\"a\" junk, " ETAG, .want = 412},
+		/* Several If-Match lines are one list. */
+		{GET, .im = "\"a\"\n" ETAG, .want = 200},
+		{GET, .im = ETAG "\n\"b\"", .want = 200},
+		{GET, .im = "\"a\"\n\"b\"", .want = 412},
+		{GET, .im = "*\n" ETAG, .want = 412}, /* "*" only alone */
+		{GET, .im = "junk\n" ETAG, .want = 412},
+		{GET, .im = "\"a\"\n\"b\"\n\"c\"\n\"d\"\n" ETAG,
+		 .want = 412}, /* past the kept lines */
 		{GET, .im = ETAG " junk", .want = 200}, /* matched before */
 		/* If-Unmodified-Since: 412 when modified after it. */
 		{GET, .ius = EQ, .want = 200},

@@ -426,8 +426,13 @@ static void test_captured_fields(void **state)
 	struct result res = expect_ok(s);
 
 	assert_str(res.req.host, "h");
-	assert_str(res.req.if_none_match, "\"a\", W/\"b\"");
-	assert_str(res.req.if_match, "\"m\", \"n\"");
+	/* The two list fields keep every line, in order. */
+	assert_int_equal(res.req.if_none_match.n, 2);
+	assert_str(res.req.if_none_match.line[0], "\"a\", W/\"b\"");
+	assert_str(res.req.if_none_match.line[1], "\"second\"");
+	assert_int_equal(res.req.if_match.n, 2);
+	assert_str(res.req.if_match.line[0], "\"m\", \"n\"");
+	assert_str(res.req.if_match.line[1], "\"second\"");
 	assert_str(res.req.if_unmodified_since,
 		   "Thu, 01 Jan 1970 00:00:00 GMT");
 	assert_str(res.req.if_modified_since, "Sun, 06 Nov 1994 08:49:37 GMT");
