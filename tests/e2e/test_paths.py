@@ -136,7 +136,7 @@ def symlink_inside_root_200(srv):
     r = get_raw_target(srv, "/dirlink/page.html")
     eq((r.status, r.body), (200, b"<p>page</p>\n"), "/dirlink/page.html")
     # An absolute link is refused even where it points inside the root
-    # (RESOLVE_BENEATH; conf/README.md says so).
+    # (RESOLVE_BENEATH; conf/DIRECTIVES.md says so).
     os.symlink(srv.path("hello.txt"), srv.path("abs-inside.txt"))
     r = get_raw_target(srv, "/abs-inside.txt")
     eq(r.status, 404, "/abs-inside.txt (an absolute link into the root)")

@@ -341,7 +341,7 @@ def access_log_written_out_before_reopen():
 
 @orcdtest.case
 def access_log_line_out_within_its_bound_when_idle():
-    # conf/README.md: a line reaches the file within 1.5 s of its
+    # conf/DIRECTIVES.md: a line reaches the file within 1.5 s of its
     # response, however quiet the server is after it.
     with Server() as srv:
         set_conf(srv, conf(srv, threads=2))

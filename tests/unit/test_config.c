@@ -1511,10 +1511,10 @@ static void test_shipped_config(void **state)
 	free(text);
 }
 
-/* conf/README.md has a section for every directive. */
-static void test_readme_documents_every_directive(void **state)
+/* conf/DIRECTIVES.md has a section for every directive. */
+static void test_reference_documents_every_directive(void **state)
 {
-	char *text = read_source_file("conf/README.md");
+	char *text = read_source_file("conf/DIRECTIVES.md");
 	char heading[64];
 
 	(void)state;
@@ -1523,7 +1523,7 @@ static void test_readme_documents_every_directive(void **state)
 		snprintf(heading, sizeof(heading), "\n### `%s`",
 			 all_directives[i]);
 		if (!strstr(text, heading))
-			print_error("conf/README.md lacks %s\n", heading + 1);
+			print_error("conf/DIRECTIVES.md lacks %s\n", heading + 1);
 		assert_non_null(strstr(text, heading));
 	}
 	free(text);
@@ -1561,7 +1561,7 @@ int main(void)
 		cmocka_unit_test(test_keep_running),
 		cmocka_unit_test(test_second_reload_compares_with_what_runs),
 		cmocka_unit_test(test_shipped_config),
-		cmocka_unit_test(test_readme_documents_every_directive),
+		cmocka_unit_test(test_reference_documents_every_directive),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
