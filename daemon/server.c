@@ -1120,7 +1120,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	}
 	if (metrics_fd >= 0 && !cfg->metrics) {
 		log_msg(LOG_WARNING,
-			"socket activation: fd %d is named metrics but metrics is off; closing it",
+			"socket activation: fd %d is named metrics but metrics is off; closing it (its socket unit still listens, and scrapes there wait unanswered: set metrics on, or stop and disable the unit)",
 			metrics_fd);
 		close(metrics_fd);
 		metrics_fd = -1;

@@ -130,8 +130,13 @@ def metrics_socket_closed_when_metrics_off():
         a.wait_serving()
         eq(listening_fds(a.srv.proc.pid), {3: a.ports[0]},
            "orcd's listening sockets")
-        check("metrics is off" in a.srv.stderr_text(),
+        text = a.srv.stderr_text()
+        check("metrics is off" in text,
               "no warning about the unused metrics socket")
+        # systemd still listens there: the warning says what that means.
+        check("scrapes there wait unanswered: set metrics on, or stop and "
+              "disable the unit" in text, "the warning gives no way out: %s"
+              % text)
         a.srv.stop()
 
 
