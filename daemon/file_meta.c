@@ -41,6 +41,7 @@ int file_meta_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
 	meta->mtime_sec = st.st_mtim.tv_sec;
 	meta->mtime_nsec = st.st_mtim.tv_nsec;
 	meta->mode = st.st_mode;
+	meta->cache_gen = 0;
 	if (fd_out)
 		*fd_out = fd;
 	else

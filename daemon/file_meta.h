@@ -19,6 +19,10 @@ struct file_meta {
 	int64_t mtime_sec;
 	long mtime_nsec;
 	mode_t mode;
+	/* Which fill of a stat cache entry these facts are (stat_cache.c),
+	 * told apart from a later fill with the same facts; 0 when looked
+	 * up past any cache. */
+	uint64_t cache_gen;
 };
 
 /*

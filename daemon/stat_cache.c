@@ -92,6 +92,7 @@ struct sc_entry {
 struct stat_cache {
 	unsigned max, n, n_watches;
 	uint64_t stamp; /* events handled */
+	uint64_t fills; /* entries' facts set: their cache_gen */
 	unsigned mask;	/* buckets - 1 */
 	struct sc_entry **bucket;
 	struct sc_watch **wbucket;	      /* by wd, mask + 1 of them */
@@ -967,6 +968,7 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 		count(sc, SC_BYPASS);
 		return err;
 	}
+	meta->cache_gen = ++sc->fills;
 	e->meta = *meta;
 	e->has_meta = true;
 	count(sc, SC_MISSES);
@@ -976,7 +978,8 @@ plain:
 	return file_meta_lookup(cfg->root_fd, relpath, 0, meta, NULL);
 }
 
-/* Same file, same version: what a response's head was rendered from. */
+/* Same file, same version: what a response's head was rendered from.
+ * (Whether the facts come from the same lookup is entry_of's question.) */
 static bool same_version(const struct file_meta *a, const struct file_meta *b)
 {
 	return a->ino == b->ino && a->dev == b->dev && a->size == b->size &&
@@ -994,7 +997,11 @@ static struct sc_entry *entry_of(struct stat_cache *sc,
 	if (!sc || !sc->usable || cfg != sc->cfg)
 		return NULL;
 	e = find(sc, relpath, len, hash_of(relpath, len));
-	if (!e || !e->has_meta || !same_version(&e->meta, meta))
+	/* The fill too, not only the facts: an event that forgot them, and
+	 * a lookup that found the same ones again (a rewrite in place with
+	 * its times put back), lie between the plan's bytes and the entry. */
+	if (!e || !e->has_meta || e->meta.cache_gen != meta->cache_gen ||
+	    !same_version(&e->meta, meta))
 		return NULL;
 	return e;
 }
@@ -1017,6 +1024,9 @@ int stat_cache_readable(struct stat_cache *sc, struct orcd_config *cfg,
 		e->read_known = true;
 		e->read_err = err;
 	}
+	/* The same version stays the same fill (what keeps may match). */
+	if (!err && same_version(&now, meta))
+		now.cache_gen = meta->cache_gen;
 	if (!err)
 		*meta = now;
 	return err;

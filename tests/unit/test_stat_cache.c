@@ -750,6 +750,61 @@ static void test_head_is_planned_from_the_cache(void **state)
 	assert_int_equal(count_fds(), fds);
 }
 
+/* Rewrite rel in place with text of the same length and its times put
+ * back (as cp -p or rsync --inplace -t do): same inode, size, mtime. */
+static void rewrite_keeping_times(const char *rel, const char *text)
+{
+	struct stat st;
+	struct timespec ts[2];
+	int fd;
+
+	assert_int_equal(stat(at(rel), &st), 0);
+	ts[0] = st.st_atim;
+	ts[1] = st.st_mtim;
+	fd = open(at(rel), O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, text, strlen(text), 0),
+			 (ssize_t)strlen(text));
+	assert_int_equal(close(fd), 0);
+	assert_int_equal(utimensat(AT_FDCWD, at(rel), ts, 0), 0);
+}
+
+/* Bytes a chain read before a change are not kept after it: the change's
+ * events forgot the facts, a later lookup found the same ones again (an
+ * in-place rewrite with its times put back), and only then did the old
+ * read's keep_data come (its send was still in flight). */
+static void test_bytes_read_before_a_change_are_not_kept(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta before, after;
+	struct sc_body *b;
+
+	put_file("same.txt", "old old old\n");
+	assert_int_equal(lookup(fx, "same.txt", &before), 0);
+	/* The chain read "old..." here; then the file changes. */
+	rewrite_keeping_times("same.txt", "new new new\n");
+	stat_cache_sync(fx->sc);
+	assert_int_equal(lookup(fx, "same.txt", &after), 0);
+	assert_int_equal(after.ino, before.ino);
+	assert_int_equal(after.mtime_nsec, before.mtime_nsec);
+	stat_cache_keep_data(fx->sc, fx->cfg, "same.txt", &before,
+			     "old old old\n", 12);
+	b = stat_cache_body(fx->sc, fx->cfg, "same.txt", &after);
+	if (b) {
+		bool old = memcmp(b->data, "old", 3) == 0;
+
+		stat_cache_body_put(b);
+		assert_false(old);
+	}
+	/* Bytes read after the lookup that found these facts are kept. */
+	stat_cache_keep_data(fx->sc, fx->cfg, "same.txt", &after,
+			     "new new new\n", 12);
+	b = stat_cache_body(fx->sc, fx->cfg, "same.txt", &after);
+	assert_non_null(b);
+	assert_memory_equal(b->data, "new new new\n", 12);
+	stat_cache_body_put(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -788,6 +843,9 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_fd_leaks, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_bytes_read_before_a_change_are_not_kept, setup,
+			teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
