@@ -580,14 +580,20 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 	/* Its own recv drains; the multishot would take bytes from it. */
 	if (end_ms)
 		sqe = mshot_end(c, sqe);
+	/* Not linked: a shutdown always runs in io-wq, and a recv linked
+	 * behind it ran there too, blocking, with a ring buffer taken before
+	 * it waited (6.1): lingering connections held the ring's buffers,
+	 * and other connections' recvs went without, for up to LINGER_MS.
+	 * Issued at once, the recv waits on a poll and takes a buffer only
+	 * when bytes come; the batch ends when both are back. */
 	if (shutdown_first)
-		sqe = prep_shutdown(c, sqe, SHUT_WR, IOSQE_IO_LINK);
+		sqe = prep_shutdown(c, sqe, SHUT_WR, 0);
 	prep_recv(c, sqe, buf, cap, false);
 	/* A lingering recv carries no request, so the freshness order
-	 * (prep_recv) does not need it polled first, and linked behind the
-	 * shutdown on `specific` in the 6.1 guest a polled-first recv ended
-	 * the drain early: the close then reset a response's last bytes
-	 * (test_send_timeout in QEMU). */
+	 * (prep_recv) does not need it polled first. (Linked behind the
+	 * shutdown, a polled-first recv answered -EAGAIN in io-wq and ended
+	 * the drain early: the close then reset a response's last bytes,
+	 * test_send_timeout in QEMU.) */
 	sqe->ioprio &= ~IORING_RECVSEND_POLL_FIRST;
 }
 

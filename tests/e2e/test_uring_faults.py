@@ -682,6 +682,37 @@ def burst_beyond_provided_buffers():
 
 
 @orcdtest.case
+def a_lingering_close_holds_no_buffer():
+    """A response that ends its connection (Connection: close) shuts it
+    down and drains what the client still sends for up to 2 s. Linked
+    behind the shutdown, which always runs in io-wq, that drain's recv
+    ran there too, blocking, with a ring buffer taken before it waited
+    (6.1): with the ring's one buffer (ORCD_URING_PBUFS=1) held so, the
+    next client's request waited for the drain to end. Now it is
+    answered while the first connection still drains, which it does
+    until its client closes or the 2 s pass (it is still counted open)."""
+    def body(srv):
+        srv.write_file("small.txt", b"s" * 100)
+        holder = srv.conn(timeout=30)
+        try:
+            holder.send(build_request("GET", "/small.txt",
+                                      {"Connection": "close"}))
+            eq(holder.read_response().status, 200, "the closing response")
+            with srv.conn(timeout=30) as c:
+                c.send(build_request("GET", "/small.txt"))
+                r = c.read_response()
+                eq(r and r.status, 200, "the next client's request")
+                # Both still open: the holder's drain had not ended
+                # when the next request was answered (before, it had:
+                # only its end gave the buffer back).
+                n = srv.metrics()["orcd_connections_open"]
+                eq(n, 2, "connections open (the draining one and ours)")
+        finally:
+            holder.close()
+    with_server(body, env={"ORCD_URING_PBUFS": "1"})
+
+
+@orcdtest.case
 def sendmsg_answering_eagain_goes_again():
     """Sockets are non-blocking (for sendfile), and a SENDMSG that runs
     blocking in io-wq then answers -EAGAIN where it used to wait. With
