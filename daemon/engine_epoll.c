@@ -835,8 +835,13 @@ static unsigned open_fds(void)
  * worker (as far as the hard limit lets it; 1024 is the usual default).
  * Of each worker's share of what is free, its stat cache may keep up to
  * a quarter open, an eighth stays for the files requests open, and the
- * rest may be connections: a request for a file then always finds a
- * descriptor, where sockets could otherwise take them all.
+ * rest may be connections: however many sockets are open, a request for
+ * a file then finds a descriptor, where sockets could otherwise take them
+ * all. A download of a file the cache does not keep open holds its own
+ * fd to the end, though, and more of those at once than the free fds
+ * hold get 503 (conf/DIRECTIVES.md, max_connections): counting a file
+ * for every connection would halve the idle connections a limit holds,
+ * and the io_uring engines' downloads wait for a slot instead.
  */
 static int epoll_setup(struct orcd_server *srv, char *err, size_t cap)
 {
