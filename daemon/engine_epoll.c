@@ -832,16 +832,18 @@ static unsigned open_fds(void)
 /*
  * epoll's sockets are fds, and so are the files it sends. The soft
  * RLIMIT_NOFILE is raised toward what max_connections needs in every
- * worker (as far as the hard limit lets it; 1024 is the usual default).
+ * worker, a file for each connection included (as far as the hard limit
+ * lets it; 1024 is the usual soft default).
  * Of each worker's share of what is free, its stat cache may keep up to
  * a quarter open, an eighth stays for the files requests open, and the
  * rest may be connections: however many sockets are open, a request for
  * a file then finds a descriptor, where sockets could otherwise take them
  * all. A download of a file the cache does not keep open holds its own
- * fd to the end, though, and more of those at once than the free fds
- * hold get 503 (conf/DIRECTIVES.md, max_connections): counting a file
- * for every connection would halve the idle connections a limit holds,
- * and the io_uring engines' downloads wait for a slot instead.
+ * fd to the end, though: where the hard limit stops the raise short of
+ * a file per connection, more of those at once than the free fds hold
+ * get 503 (conf/DIRECTIVES.md, max_connections). Capping connections at
+ * half would halve the idle connections such a limit holds, and the
+ * io_uring engines' downloads wait for a slot instead.
  */
 static int epoll_setup(struct orcd_server *srv, char *err, size_t cap)
 {
@@ -854,7 +856,7 @@ static int epoll_setup(struct orcd_server *srv, char *err, size_t cap)
 	(void)cap;
 	conn_budget(0, srv->cfg->max_connections, &b);
 	max = b.cap; /* max_connections, or its default when unset */
-	want = (rlim_t)n * (max + max / 7 + STAT_CACHE_MAP_FDS) + 64;
+	want = (rlim_t)n * (2 * (rlim_t)max + STAT_CACHE_MAP_FDS) + 64;
 	srv->conn_fds = 0; /* no cap but max_connections */
 	srv->cache_fds = STAT_CACHE_MAP_FDS;
 	if (getrlimit(RLIMIT_NOFILE, &rl))
