@@ -3,7 +3,7 @@
  * What the server knows about a file under its root, and the one lookup
  * that finds it out: openat2 beneath the root, then fstat. Both the
  * response planner and the stat cache stand on this; neither knows the
- * other.
+ * other (cache_gen is the cache's stamp, which the planner only carries).
  */
 #ifndef ORCD_FILE_META_H
 #define ORCD_FILE_META_H

@@ -131,8 +131,10 @@ int stat_cache_notify_fd(const struct stat_cache *sc, unsigned *gen);
  *   kernel sends from the page cache: one copy where read-and-send made
  *   two. The first STAT_CACHE_MAP_FDS of them also stay open, so that a
  *   transport with a real socket fd can sendfile() them: no copy at all.
- * Either is kept only while the cache still holds the plan's facts after
- * reading pending change events; an event that drops the entry's facts
+ * Either is kept only while the cache still holds the plan's facts, from
+ * the same fill (file_meta's cache_gen: equal facts found again after an
+ * event are not the same), after reading pending change events; an event
+ * that drops the entry's facts
  * (or its eviction) drops them too. A body is shared: sends in flight hold a reference, so a flush
  * never pulls bytes from under one.
  */

@@ -292,7 +292,7 @@ static void test_if_none_match(void **state)
 	/* Several lines are one list (RFC 9110 5.3): "a", ETAG. */
 	assert_int_equal(pre("\"a\"\n" ETAG, NULL), 304);
 	assert_int_equal(pre(ETAG "\n\"a\"", NULL), 304);
-	assert_int_equal(pre("\"a\"\n\n\"b\"\n" ETAG, NULL), 304);
+	assert_int_equal(pre("\"a\"\n\n" ETAG, NULL), 304); /* empty: none */
 	assert_int_equal(pre("\"a\"\n\"b\"", NULL), 200);
 	/* ... which breaks where any line breaks, "*" beside others too. */
 	assert_int_equal(pre("\"a\" junk\n" ETAG, NULL), 200);
@@ -300,8 +300,7 @@ static void test_if_none_match(void **state)
 	assert_int_equal(pre("\"a\"\n*", NULL), 200);
 	assert_int_equal(pre(ETAG "\njunk", NULL), 304); /* hit first */
 	/* Lines past the kept ones are absent: a 200, never a wrong 304. */
-	assert_int_equal(pre("\"a\"\n\"b\"\n\"c\"\n\"d\"\n" ETAG, NULL),
-			 200);
+	assert_int_equal(pre("\"a\"\n\"b\"\n" ETAG, NULL), 200);
 }
 
 static void test_if_modified_since(void **state)
@@ -444,7 +443,7 @@ static void test_each_alone(void **state)
 		{GET, .im = "\"a\"\n\"b\"", .want = 412},
 		{GET, .im = "*\n" ETAG, .want = 412}, /* "*" only alone */
 		{GET, .im = "junk\n" ETAG, .want = 412},
-		{GET, .im = "\"a\"\n\"b\"\n\"c\"\n\"d\"\n" ETAG,
+		{GET, .im = "\"a\"\n\"b\"\n" ETAG,
 		 .want = 412}, /* past the kept lines */
 		{GET, .im = ETAG " junk", .want = 200}, /* matched before */
 		/* If-Unmodified-Since: 412 when modified after it. */
