@@ -339,6 +339,7 @@ struct uring_worker {
 	 * submit is refused as a full CQ refuses it, and every Nth accepted
 	 * socket finds no memory for its connection (0: none). */
 	unsigned fault_eagain_every, fault_eagain_n;
+	unsigned fault_nobufs_every, fault_nobufs_n;
 	unsigned fault_refuse_every, fault_refuse_n;
 	unsigned fault_nomem_every, fault_nomem_n;
 	unsigned chains_inflight;
@@ -380,9 +381,10 @@ int uring_register_sparse(struct io_uring *ring, unsigned n);
 bool uring_has_fd_install(struct io_uring *ring);
 void uring_kept_fds(const struct uring_worker *uw, unsigned *cache_fds,
 		    unsigned *sock_fds);
-void uring_prep_eagain_nop(struct io_uring_sqe *sqe);
+void uring_prep_fail_nop(struct io_uring_sqe *sqe, int err);
 void uring_fault_setup(struct uring_worker *uw);
 bool uring_fault_send_eagain(struct uring_worker *uw);
+bool uring_fault_linger_nobufs(struct uring_worker *uw);
 bool uring_fault_submit_refused(struct uring_worker *uw);
 bool uring_fault_conn_nomem(struct uring_worker *uw);
 void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot);

@@ -114,7 +114,7 @@ static void prep_sendmsg(struct uconn *c, struct io_uring_sqe *sqe)
 	c->body_left -= n;
 	if (uring_fault_send_eagain(c->uw)) {
 		/* Tests: this SENDMSG as io-wq can end it (uring_setup.c). */
-		uring_prep_eagain_nop(sqe);
+		uring_prep_fail_nop(sqe, -EAGAIN);
 	} else {
 		io_uring_prep_sendmsg(sqe, c->sock, &c->msg,
 				      SEND_FLAGS |

@@ -588,6 +588,12 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 	 * when bytes come; the batch ends when both are back. */
 	if (shutdown_first)
 		sqe = prep_shutdown(c, sqe, SHUT_WR, 0);
+	if (uring_fault_linger_nobufs(uw)) {
+		/* Tests: the ring run dry for this recv (uring_setup.c). */
+		uring_prep_fail_nop(sqe, -ENOBUFS);
+		uring_track(c, sqe, ST_RECV, 0);
+		return;
+	}
 	prep_recv(c, sqe, buf, cap, false);
 	/* A lingering recv carries no request, so the freshness order
 	 * (prep_recv) does not need it polled first. (Linked behind the
@@ -595,6 +601,21 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 	 * the drain early: the close then reset a response's last bytes,
 	 * test_send_timeout in QEMU.) */
 	sqe->ioprio &= ~IORING_RECVSEND_POLL_FIRST;
+}
+
+/* The drain goes on under the deadline it had, if that is still ahead
+ * (a recv deferred for SQ room or buffers may find it passed). */
+static void linger_again(struct uconn *c)
+{
+	struct uring_worker *uw = c->uw;
+
+	if (uw->now_ms >= c->h1.linger_deadline) {
+		c->state = CS_IDLE;
+		uw->core->lingered(&c->h1, -ETIMEDOUT);
+		return;
+	}
+	tw_arm(&uw->tw, &c->timer, c->h1.linger_deadline);
+	arm_linger(c, false);
 }
 
 static void ur_linger(struct h1_conn *h, bool first, int64_t deadline_ms)
@@ -609,6 +630,18 @@ static void linger_done(struct uconn *c)
 {
 	int r = c->res[ST_RECV];
 
+	if ((r == -ENOBUFS || r == -EAGAIN || r == -EINTR) &&
+	    !c->uw->hw.drain_expired) {
+		/* No end of the drain: closing with the client's bytes
+		 * unread would reset what it has yet to receive. Again
+		 * (linger_again); -ENOBUFS next iteration, once the buffers
+		 * this round took are back. */
+		if (r == -ENOBUFS)
+			uring_defer(c, linger_again);
+		else
+			linger_again(c);
+		return;
+	}
 	if (r > 0 && c->timed_out)
 		r = -ETIMEDOUT;
 	c->state = CS_IDLE;

@@ -281,12 +281,12 @@ void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot)
 	sqe->flags |= IOSQE_FIXED_FILE;
 }
 
-/* A NOP that completes with -EAGAIN where NOP injects results. */
-void uring_prep_eagain_nop(struct io_uring_sqe *sqe)
+/* A NOP that completes with err (negative) where NOP injects results. */
+void uring_prep_fail_nop(struct io_uring_sqe *sqe, int err)
 {
 	io_uring_prep_nop(sqe);
 	sqe->rw_flags = ORCD_IORING_NOP_INJECT_RESULT;
-	sqe->len = (uint32_t)-EAGAIN;
+	sqe->len = (uint32_t)err;
 }
 
 /* A test knob's count N (2 or more; 0 where unset), or 0 with a warning.
@@ -312,6 +312,16 @@ static unsigned fault_every(struct uring_worker *uw, const char *name,
 	return (unsigned)n;
 }
 
+/* An injected-result knob asked for (n), and whether it is on. */
+static void fault_said(struct uring_worker *uw, const char *name, unsigned n,
+		       unsigned on, const char *what)
+{
+	if (n)
+		log_msg(LOG_WARNING, "worker %u: %s=%u: %s", uw->w->id, name,
+			n, on ? what :
+				"no NOP with an injected result (Linux 6.10+); off");
+}
+
 /*
  * Tests only; each worker says which knob is on.
  *
@@ -330,10 +340,15 @@ static unsigned fault_every(struct uring_worker *uw, const char *name,
  *
  * ORCD_URING_CONN_NOMEM=N gives every Nth accepted socket no memory for
  * its connection, as a failed allocation would: it is closed unanswered.
+ *
+ * ORCD_URING_LINGER_NOBUFS=N makes every Nth recv of a lingering close a
+ * NOP that completes with -ENOBUFS, as a recv finds the buffer ring run
+ * dry, so that a test can see the drain go on. Injected, as SEND_EAGAIN.
  */
 void uring_fault_setup(struct uring_worker *uw)
 {
-	unsigned n = fault_every(uw, "ORCD_URING_SEND_EAGAIN", NULL);
+	unsigned eagain = fault_every(uw, "ORCD_URING_SEND_EAGAIN", NULL);
+	unsigned nobufs = fault_every(uw, "ORCD_URING_LINGER_NOBUFS", NULL);
 	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
 	int res = 0;
@@ -342,12 +357,12 @@ void uring_fault_setup(struct uring_worker *uw)
 					     "every Nth submit is refused");
 	uw->fault_nomem_every = fault_every(uw, "ORCD_URING_CONN_NOMEM",
 					    "every Nth connection finds no memory");
-	if (!n)
+	if (!eagain && !nobufs)
 		return;
 	/* The ring is empty yet: this NOP and its CQE are all there is. */
 	sqe = io_uring_get_sqe(&uw->ring);
 	if (sqe) {
-		uring_prep_eagain_nop(sqe);
+		uring_prep_fail_nop(sqe, -EAGAIN);
 		io_uring_sqe_set_data64(sqe, 0);
 		res = io_uring_submit_and_wait(&uw->ring, 1);
 		if (res >= 1 && io_uring_peek_cqe(&uw->ring, &cqe) == 0) {
@@ -355,13 +370,15 @@ void uring_fault_setup(struct uring_worker *uw)
 			io_uring_cqe_seen(&uw->ring, cqe);
 		}
 	}
-	if (res == -EAGAIN)
-		uw->fault_eagain_every = n;
-	log_msg(LOG_WARNING, "worker %u: ORCD_URING_SEND_EAGAIN=%u: %s",
-		uw->w->id, n,
-		uw->fault_eagain_every ?
-			"every Nth SENDMSG fails with EAGAIN" :
-			"no NOP with an injected result (Linux 6.10+); off");
+	if (res == -EAGAIN) {
+		uw->fault_eagain_every = eagain;
+		uw->fault_nobufs_every = nobufs;
+	}
+	fault_said(uw, "ORCD_URING_SEND_EAGAIN", eagain, uw->fault_eagain_every,
+		   "every Nth SENDMSG fails with EAGAIN");
+	fault_said(uw, "ORCD_URING_LINGER_NOBUFS", nobufs,
+		   uw->fault_nobufs_every,
+		   "every Nth lingering recv fails with ENOBUFS");
 }
 
 /* Whether this is the Nth time (N = every, 0: never) since the last. */
@@ -373,6 +390,11 @@ static bool every_nth(unsigned every, unsigned *count)
 bool uring_fault_send_eagain(struct uring_worker *uw)
 {
 	return every_nth(uw->fault_eagain_every, &uw->fault_eagain_n);
+}
+
+bool uring_fault_linger_nobufs(struct uring_worker *uw)
+{
+	return every_nth(uw->fault_nobufs_every, &uw->fault_nobufs_n);
 }
 
 bool uring_fault_submit_refused(struct uring_worker *uw)

@@ -716,6 +716,33 @@ def a_lingering_close_holds_no_buffer():
 
 
 @orcdtest.case
+def a_lingering_close_drains_on_when_the_buffers_ran_out():
+    """A lingering close's recv that finds the buffer ring run dry
+    (-ENOBUFS; ORCD_URING_LINGER_NOBUFS=2 makes every second one so) is
+    no end of the drain: it goes again, under the deadline it had. It
+    was one: orcd closed at once, and bytes the client sent then would
+    have reset what it had yet to receive."""
+    def body(srv):
+        if "no NOP with an injected result" in srv.stderr_text():
+            raise Skip("NOP's injected result needs Linux 6.10+")
+        srv.write_file("small.txt", b"s" * 100)
+        with srv.conn(timeout=30) as holder:
+            holder.send(build_request("GET", "/small.txt",
+                                      {"Connection": "close"}))
+            eq(holder.read_response().status, 200, "the closing response")
+            # The first drain recv takes this; the second finds no buffer.
+            holder.send(b"x")
+            time.sleep(0.2)
+            eq(srv.metrics()["orcd_connections_open"], 1,
+               "still draining after a recv without a buffer")
+        # The client's close ends the drain, long before its 2 s.
+        orcdtest.wait_until(
+            lambda: srv.metrics()["orcd_connections_open"] == 0, 1.5,
+            "the drain to end with its client")
+    with_server(body, env={"ORCD_URING_LINGER_NOBUFS": "2"})
+
+
+@orcdtest.case
 def sendmsg_answering_eagain_goes_again():
     """Sockets are non-blocking (for sendfile), and a SENDMSG that runs
     blocking in io-wq then answers -EAGAIN where it used to wait. With
