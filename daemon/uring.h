@@ -336,8 +336,9 @@ struct uring_worker {
 	unsigned sock_fds;	/* sockets installed as fds (sock_fd, sf_sock) */
 	unsigned sock_fds_max;	/* at most this many (uring_kept_fds) */
 	/* Tests: every Nth SENDMSG completes -EAGAIN instead, every Nth
-	 * submit is refused as a full CQ refuses it, and every Nth accepted
-	 * socket finds no memory for its connection (0: none). */
+	 * lingering recv -ENOBUFS, every Nth submit is refused as a full CQ
+	 * refuses it, and every Nth accepted socket finds no memory for its
+	 * connection (0: none). */
 	unsigned fault_eagain_every, fault_eagain_n;
 	unsigned fault_nobufs_every, fault_nobufs_n;
 	unsigned fault_refuse_every, fault_refuse_n;
