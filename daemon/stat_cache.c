@@ -1011,6 +1011,7 @@ int stat_cache_readable(struct stat_cache *sc, struct orcd_config *cfg,
 {
 	struct sc_entry *e = entry_of(sc, cfg, relpath, meta);
 	struct file_meta now;
+	bool same;
 	int err, fd;
 
 	if (e && e->read_known)
@@ -1018,17 +1019,19 @@ int stat_cache_readable(struct stat_cache *sc, struct orcd_config *cfg,
 	err = file_meta_lookup(cfg->root_fd, relpath, 0, &now, &fd);
 	if (!err)
 		close(fd);
+	same = !err && same_version(&now, meta);
 	/* Who may read it changes only with an IN_ATTRIB, of the file or of
 	 * a directory on the way, which forgets the entry's facts. */
-	if (e && (err == -EACCES || (!err && same_version(&now, meta)))) {
+	if (e && (err == -EACCES || same)) {
 		e->read_known = true;
 		e->read_err = err;
 	}
-	/* The same version stays the same fill (what keeps may match). */
-	if (!err && same_version(&now, meta))
-		now.cache_gen = meta->cache_gen;
-	if (!err)
+	if (!err) {
+		/* The same version stays the same fill (what keeps match). */
+		if (same)
+			now.cache_gen = meta->cache_gen;
 		*meta = now;
+	}
 	return err;
 }
 struct sc_body *stat_cache_body(struct stat_cache *sc,

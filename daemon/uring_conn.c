@@ -603,27 +603,24 @@ static void arm_linger(struct uconn *c, bool shutdown_first)
 	sqe->ioprio &= ~IORING_RECVSEND_POLL_FIRST;
 }
 
-/* The drain goes on under the deadline it had, if that is still ahead
- * (a recv deferred for SQ room or buffers may find it passed). */
-static void linger_again(struct uconn *c)
-{
-	struct uring_worker *uw = c->uw;
-
-	if (uw->now_ms >= c->h1.linger_deadline) {
-		c->state = CS_IDLE;
-		uw->core->lingered(&c->h1, -ETIMEDOUT);
-		return;
-	}
-	tw_arm(&uw->tw, &c->timer, c->h1.linger_deadline);
-	arm_linger(c, false);
-}
-
 static void ur_linger(struct h1_conn *h, bool first, int64_t deadline_ms)
 {
 	struct uconn *c = uconn_of(h);
 
 	tw_arm(&c->uw->tw, &c->timer, deadline_ms);
 	arm_linger(c, first);
+}
+
+/* The drain goes on under the deadline it had, if that is still ahead
+ * (a recv deferred for SQ room or buffers may find it passed). */
+static void linger_again(struct uconn *c)
+{
+	if (c->uw->now_ms >= c->h1.linger_deadline) {
+		c->state = CS_IDLE;
+		c->uw->core->lingered(&c->h1, -ETIMEDOUT);
+		return;
+	}
+	ur_linger(&c->h1, false, c->h1.linger_deadline);
 }
 
 static void linger_done(struct uconn *c)
