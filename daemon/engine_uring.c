@@ -34,6 +34,9 @@
 /* At exit: how long cancelled ops may take to come back before their
  * memory is kept rather than freed. */
 #define QUIESCE_MS 2000
+/* How long accepts pause after failing for want of files or memory (as
+ * the epoll engine's accept_retry). */
+#define ACCEPT_PAUSE_MS 100
 
 /* ---- submission ---- */
 
@@ -230,8 +233,15 @@ static void accept_arm(struct uacceptor *a)
 	uring_sync_slot_stats(uw);
 	a->slot = slot;
 	a->alen = sizeof(a->addr);
-	uw->fl->prep_accept(sqe, a->lfd, (struct sockaddr *)&a->addr, &a->alen,
-			    slot);
+	a->fault = 0;
+	if (uring_fault_accept_enfile(uw)) {
+		/* Tests: the file table full (uring_setup.c). */
+		io_uring_prep_nop(sqe);
+		a->fault = -ENFILE;
+	} else {
+		uw->fl->prep_accept(sqe, a->lfd, (struct sockaddr *)&a->addr,
+				    &a->alen, slot);
+	}
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)a);
 	a->armed = true;
 	a->cancel_sent = false;
@@ -297,21 +307,34 @@ static void make_room(struct uring_worker *uw)
 	/* The last batch is done only when its closes have come back:
 	 * its recvs' cancels complete a turn before the slots do. */
 	if (uw->client_waiting && !uw->hw.n_shedding && !uw->n_closing &&
-	    uw->hw.n_idle)
+	    uw->hw.n_idle) {
 		uw->core->shed(&uw->hw);
+		/* Accepts paused: they go again when this batch is back. */
+		uw->shed_in_pause = uw->now_ms < uw->accept_paused_until;
+	}
 }
 
-/* Keep cfg->accepts accepts in flight while there is room. */
+/* Keep cfg->accepts accepts in flight while there is room and they are
+ * not paused. */
 static void accept_refill(struct uring_worker *uw)
 {
+	bool paused;
+
 	if (uw->hw.stopping || !server_may_accept(uw->w))
 		return;
+	/* A batch closed for a client while accepts failed is back: its
+	 * files are free now (one batch per failed try, as epoll). */
+	if (uw->shed_in_pause && !uw->hw.n_shedding && !uw->n_closing) {
+		uw->shed_in_pause = false;
+		uw->accept_paused_until = 0;
+	}
+	paused = uw->now_ms < uw->accept_paused_until;
 	for (unsigned i = 0; i < uw->n_acc; i++) {
 		struct uacceptor *a = &uw->acc[i];
 
 		if (a->armed)
 			continue;
-		if (!accept_room(uw))
+		if (paused || !accept_room(uw))
 			break;
 		accept_arm(a);
 		if (!a->armed)
@@ -330,7 +353,10 @@ static void accept_done(struct uacceptor *a, int res)
 	a->armed = false;
 	a->slot = -1;
 	uw->acc_armed--;
+	if (a->fault && res >= 0)
+		res = a->fault;
 	if (res == uw->fl->ok_result(slot)) {
+		uw->accept_failing = false;
 		uw->hooks->accepted(uw, slot, &a->addr, a->alen);
 		return;
 	}
@@ -347,6 +373,21 @@ static void accept_done(struct uacceptor *a, int res)
 		log_msg(LOG_ERR, "worker %u: accept returned fd %d, asked %d",
 			uw->w->id, res, slot);
 		close(res);
+	} else if (res == -ENFILE || res == -EMFILE || res == -ENOBUFS ||
+		   res == -ENOMEM) {
+		/*
+		 * Out of files or memory. The kernel fails an accept so
+		 * before it looks at the backlog, client or none: armed
+		 * again at once, it failed again at once, turn after turn,
+		 * a log line each. Pause instead; meanwhile make_room()
+		 * polls the listeners, and a client waiting there makes
+		 * idle connections close, as at max_connections.
+		 */
+		uw->accept_paused_until = uw->now_ms + ACCEPT_PAUSE_MS;
+		if (!uw->accept_failing)
+			log_msg(LOG_WARNING, "worker %u: accept: %s; pausing",
+				uw->w->id, strerror(-res));
+		uw->accept_failing = true;
 	} else if (res != -ECANCELED && res != -EAGAIN &&
 		   res != -ECONNABORTED && res != -EINTR) {
 		log_msg(LOG_ERR, "worker %u: accept: %s", uw->w->id,
@@ -765,6 +806,9 @@ static int uring_loop(struct uring_worker *uw)
 		}
 		/* At most a second, so that `heartbeat` moves when idle. */
 		wait = tw_wait_ms(&uw->tw, uw->now_ms, 1000);
+		if (uw->accept_paused_until > uw->now_ms &&
+		    uw->accept_paused_until - uw->now_ms < wait)
+			wait = uw->accept_paused_until - uw->now_ms;
 		tick.tv_sec = wait / 1000;
 		tick.tv_nsec = (wait % 1000) * 1000000;
 		/* A timer due within the millisecond is not held for a

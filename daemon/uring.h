@@ -236,6 +236,7 @@ struct uacceptor {
 	struct uring_worker *uw;
 	int lfd;
 	int slot;
+	int fault; /* tests: a NOP stands in, and its CQE means this */
 	socklen_t alen;
 	struct sockaddr_storage addr;
 } __attribute__((aligned(URING_ALIGN)));
@@ -310,6 +311,12 @@ struct uring_worker {
 	struct ulisten lpoll[ORCD_MAX_LISTEN]; /* one per listener */
 	unsigned lpoll_armed;
 	bool client_waiting; /* a listener poll fired while no room */
+	/* Accepts failed for want of files or memory: none is armed before
+	 * this (CLOCK_MONOTONIC ms), and the failure is said once until an
+	 * accept works again (engine_uring.c, accept_done()). */
+	int64_t accept_paused_until;
+	bool accept_failing;
+	bool shed_in_pause; /* a batch closed meanwhile: go when it is back */
 	struct uticker wake, drain;
 	struct unotify notify;
 	struct uconn *conns; /* live connections */
@@ -337,12 +344,14 @@ struct uring_worker {
 	unsigned sock_fds_max;	/* at most this many (uring_kept_fds) */
 	/* Tests: every Nth SENDMSG completes -EAGAIN instead, every Nth
 	 * lingering recv -ENOBUFS, every Nth submit is refused as a full CQ
-	 * refuses it, and every Nth accepted socket finds no memory for its
-	 * connection (0: none). */
+	 * refuses it, every Nth accepted socket finds no memory for its
+	 * connection, and accepts fail with ENFILE from this many
+	 * connections open (0: none). */
 	unsigned fault_eagain_every, fault_eagain_n;
 	unsigned fault_nobufs_every, fault_nobufs_n;
 	unsigned fault_refuse_every, fault_refuse_n;
 	unsigned fault_nomem_every, fault_nomem_n;
+	unsigned fault_enfile_at;
 	unsigned chains_inflight;
 	/* Waits: how many CQEs the next asks for (wait_batch.h), sends
 	 * submitted since the last, and whether the ring is entered by its
@@ -388,6 +397,7 @@ bool uring_fault_send_eagain(struct uring_worker *uw);
 bool uring_fault_linger_nobufs(struct uring_worker *uw);
 bool uring_fault_submit_refused(struct uring_worker *uw);
 bool uring_fault_conn_nomem(struct uring_worker *uw);
+bool uring_fault_accept_enfile(const struct uring_worker *uw);
 void uring_prep_fd_install(struct io_uring_sqe *sqe, int slot);
 void uring_br_setup(struct uring_worker *uw);
 void uring_br_recycle(struct uring_worker *uw, unsigned bid);

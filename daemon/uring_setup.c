@@ -341,6 +341,11 @@ static void fault_said(struct uring_worker *uw, const char *name, unsigned n,
  * ORCD_URING_CONN_NOMEM=N gives every Nth accepted socket no memory for
  * its connection, as a failed allocation would: it is closed unanswered.
  *
+ * ORCD_URING_ACCEPT_ENFILE=N makes an accept armed while N or more
+ * connections are open fail at once with ENFILE, as every accept does
+ * while the system's file table is full (the kernel fails it before it
+ * looks at the backlog): a NOP stands in for it, on any kernel.
+ *
  * ORCD_URING_LINGER_NOBUFS=N makes every Nth recv of a lingering close a
  * NOP that completes with -ENOBUFS, as a recv finds the buffer ring run
  * dry, so that a test can see the drain go on. Injected, as SEND_EAGAIN.
@@ -357,6 +362,9 @@ void uring_fault_setup(struct uring_worker *uw)
 					     "every Nth submit is refused");
 	uw->fault_nomem_every = fault_every(uw, "ORCD_URING_CONN_NOMEM",
 					    "every Nth connection finds no memory");
+	uw->fault_enfile_at = fault_every(uw, "ORCD_URING_ACCEPT_ENFILE",
+					  "accepts fail with ENFILE from N "
+					  "connections open");
 	if (!eagain && !nobufs)
 		return;
 	/* The ring is empty yet: this NOP and its CQE are all there is. */
@@ -405,6 +413,11 @@ bool uring_fault_submit_refused(struct uring_worker *uw)
 bool uring_fault_conn_nomem(struct uring_worker *uw)
 {
 	return every_nth(uw->fault_nomem_every, &uw->fault_nomem_n);
+}
+
+bool uring_fault_accept_enfile(const struct uring_worker *uw)
+{
+	return uw->fault_enfile_at && uw->n_conns >= uw->fault_enfile_at;
 }
 
 int uring_direct_probe(const struct orcd_config *cfg, char *why, size_t cap)

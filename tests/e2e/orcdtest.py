@@ -12,6 +12,7 @@ Only loopback addresses are ever used.
 import calendar
 import email.utils
 import os
+import select
 import shutil
 import signal
 import socket
@@ -236,6 +237,19 @@ class Conn:
             return False
         finally:
             self.sock.settimeout(saved)
+
+    def closed_now(self):
+        """The server has closed this (idle) connection: EOF or a reset
+        waits, seen without blocking and without taking a byte."""
+        if not select.select([self.sock], [], [], 0)[0]:
+            return False
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK |
+                                  socket.MSG_DONTWAIT) == b""
+        except ConnectionResetError:
+            return True
+        except BlockingIOError:
+            return False
 
     def close(self):
         self.sock.close()

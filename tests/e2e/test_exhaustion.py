@@ -38,20 +38,6 @@ def served(srv, path="/hello.txt", what="a new client"):
     return c
 
 
-def eof(c):
-    """The server closed this (idle) connection: EOF or reset is waiting,
-    without blocking and without taking any byte."""
-    r, _, _ = select.select([c.sock], [], [], 0)
-    if not r:
-        return False
-    try:
-        return c.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except ConnectionResetError:
-        return True
-    except BlockingIOError:
-        return False
-
-
 def stalls(srv):
     """A download can stay in progress only where nothing between the
     client and orcd buffers what the client leaves unread."""
@@ -93,7 +79,7 @@ def oldest_idle_close_first():
             # max_connections 100 means 100: all served, none closed.
             for i in range(100):
                 clients.append(served(srv, what="client %d" % i))
-            check(not any(eof(c) for c in clients),
+            check(not any(c.closed_now() for c in clients),
                   "an idle connection closed below max_connections")
             eq(srv.metrics()["orcd_idle_closed_total"], 0,
                "idle closed below max_connections")
@@ -101,9 +87,9 @@ def oldest_idle_close_first():
             for i in range(100, 201):
                 clients.append(served(srv, what="client %d" % i))
             closed = wait_until(
-                lambda: [i for i, c in enumerate(clients) if eof(c)]
+                lambda: [i for i, c in enumerate(clients) if c.closed_now()]
                 if srv.metrics()["orcd_idle_closed_total"] ==
-                sum(eof(c) for c in clients) else None,
+                sum(c.closed_now() for c in clients) else None,
                 DEADLINE, "the closes and the counter to agree")
             check(len(closed) >= 101, "only %d closed" % len(closed))
             # One batch (an eighth of the idle, 12 here) per wait: 101
@@ -140,8 +126,9 @@ def busy_never_closed():
         try:
             for i in range(6):
                 idle.append(served(srv, what="newcomer %d" % i))
-                check(not eof(p), "the connection mid-request was closed")
-            check(all(eof(c) for c in idle[:2]),
+                check(not p.closed_now(),
+                      "the connection mid-request was closed")
+            check(all(c.closed_now() for c in idle[:2]),
                   "the oldest idle connections are still open")
             p.send(b"\r\n")
             r = p.read_response()
@@ -171,7 +158,8 @@ def short_slots_close_idle():
             # 16 slots keep 2 for files: with 3 files open, 11 sockets.
             for i in range(12):
                 idle.append(served(srv, what="client %d" % i))
-            check(eof(idle[0]), "the oldest idle connection is still open")
+            check(idle[0].closed_now(),
+                  "the oldest idle connection is still open")
             for i, d in enumerate(downloads):
                 finish_download(d, "download %d" % i)
         finally:
@@ -199,7 +187,7 @@ def short_fds_close_idle():
         try:
             for i in range(80):
                 clients.append(served(srv, what="client %d" % i))
-            closed = [i for i, c in enumerate(clients) if eof(c)]
+            closed = [i for i, c in enumerate(clients) if c.closed_now()]
             check(len(closed) >= 80 + srv.fd_baseline - 64,
                   "only %d closed" % len(closed))
             eq(closed, list(range(len(closed))), "closed connections")

@@ -643,6 +643,58 @@ def a_refused_connection_takes_no_other_with_it():
 
 
 @orcdtest.case
+def accepts_failing_for_want_of_files_pause():
+    """While the system's file table is full, every accept fails at once,
+    client or none (ORCD_URING_ACCEPT_ENFILE=2: from two connections
+    open). Armed again at once, each failed again at once: the worker
+    spun, logging every one, and a client that came was never accepted.
+    Accepts pause instead, the failure is said once, nobody's connection
+    is closed for no client, and a client that comes makes the oldest
+    idle connection close for it, as at max_connections."""
+    pausing = "accept: Too many open files in system; pausing"
+
+    def body(srv):
+        srv.write_file("small.txt", b"s" * 100)
+        idle = []
+        for i in range(2):
+            c = srv.conn(timeout=30)
+            idle.append(c)
+            c.send(build_request("GET", "/small.txt"))
+            eq(c.read_response().status, 200, "idle client %d" % i)
+        try:
+            orcdtest.wait_until(
+                lambda: "accept: Too many open files in system" in
+                srv.stderr_text(), 10, "the failing accepts to be said")
+            cpu = srv.metrics()["process_cpu_seconds_total"]
+            time.sleep(2.0)
+            cpu = srv.metrics()["process_cpu_seconds_total"] - cpu
+            check(cpu < 0.5, "orcd used %.2fs of CPU in 2s of failing "
+                  "accepts with no client waiting" % cpu)
+            eq(srv.stderr_text().count(pausing), 1,
+               "times the failing accepts were said")
+            check(not any(c.closed_now() for c in idle),
+                  "an idle connection closed with no client waiting")
+            with srv.conn(timeout=30) as c:
+                c.send(build_request("GET", "/small.txt"))
+                r = c.read_response()
+                eq(r and r.status, 200, "the client that came meanwhile")
+            check(idle[0].closed_now(),
+                  "the oldest idle connection is still open")
+            check(not idle[1].closed_now(),
+                  "the newer idle connection closed too: one batch of "
+                  "one for one client")
+            eq(srv.metrics()["orcd_idle_closed_total"], 1,
+               "idle connections closed")
+        finally:
+            for c in idle:
+                c.close()
+    # One acceptor, so that every accept after the second connection is
+    # armed with two open; idle connections outlast the test.
+    with_server(body, extra="accepts 1;\nidle_timeout 60s;\n",
+                env={"ORCD_URING_ACCEPT_ENFILE": "2"})
+
+
+@orcdtest.case
 def burst_beyond_provided_buffers():
     """Idle keep-alive connections hold no request buffer (the kernel
     picks one from a provided-buffer ring when bytes arrive). With a
