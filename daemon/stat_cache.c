@@ -517,15 +517,43 @@ static void drop_entries(struct stat_cache *sc)
 	gauges(sc);
 }
 
+/*
+ * No fresh instance to be had (fs.inotify.max_user_instances, or no fd
+ * left): empty the one there is, a watch at a time, and read out what
+ * it queued. An event a removed watch posts later names a wd no watch
+ * has (the kernel hands wds out cyclically, so they are not soon used
+ * again), which apply() passes by. False where the instance cannot be
+ * read.
+ */
+static bool empty_instance(struct stat_cache *sc)
+{
+	char buf[4096] __attribute__((aligned(8)));
+
+	for (unsigned i = 0; i <= sc->mask; i++)
+		for (struct sc_watch *w = sc->wbucket[i]; w; w = w->next)
+			if (!w->dead)
+				inotify_rm_watch(sc->ifd, w->wd);
+	while (read(sc->ifd, buf, sizeof(buf)) > 0)
+		;
+	return errno == EAGAIN;
+}
+
 /* A fresh inotify instance on the same fd number: every watch goes at
- * once, and the process's fd count stays what it was. */
+ * once, and the process's fd count stays what it was. Before the
+ * entries and their watches are dropped. */
 static void reset_watches(struct stat_cache *sc)
 {
 	int nfd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	int err = errno;
 
-	sc->ifd_gen++; /* a poll on the old instance watches nothing now */
+	sc->ifd_gen++; /* a poll on it arms again: a new instance, or emptied */
 
+	if (nfd < 0 && sc->ifd >= 0 && empty_instance(sc)) {
+		sc->dirty = false;
+		return;
+	}
 	if (nfd < 0) {
+		errno = err;
 		if (!sc->said_no_inotify)
 			log_msg(LOG_WARNING,
 				"stat cache off: no inotify instance: %s (sysctl fs.inotify.max_user_instances); every lookup goes to the file system",
@@ -550,9 +578,9 @@ void stat_cache_flush(struct stat_cache *sc)
 {
 	if (!sc)
 		return;
-	drop_entries(sc);
 	if (sc->dirty || (sc->ifd < 0 && sc->max))
 		reset_watches(sc);
+	drop_entries(sc);
 }
 
 void stat_cache_free(struct stat_cache *sc)

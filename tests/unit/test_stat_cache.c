@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -468,11 +469,11 @@ static void test_changes_elsewhere_keep_hits(void **state)
 	assert_int_equal(ctr(fx, SC_FLUSHES), 0);
 }
 
-/* Events lost to a full queue: nothing can be told apart, all goes. */
-static void test_overflow_empties(void **state)
+/* Appends to top.txt until the inotify queue overflows: each write is
+ * two events that do not merge, the file's and its directory's.
+ * Returns the bytes appended. */
+static unsigned overflow_queue(void)
 {
-	struct fixture *fx = *state;
-	struct file_meta m;
 	unsigned max = 16384;
 	FILE *q = fopen("/proc/sys/fs/inotify/max_queued_events", "r");
 
@@ -480,10 +481,6 @@ static void test_overflow_empties(void **state)
 		assert_int_equal(fscanf(q, "%u", &max), 1);
 		fclose(q);
 	}
-	assert_int_equal(lookup(fx, "top.txt", &m), 0);
-	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
-	/* Each write is two events that do not merge: the file's and its
-	 * directory's. */
 	for (unsigned i = 0; i <= max / 2 + 1; i++) {
 		int fd = open(at("top.txt"), O_WRONLY | O_APPEND);
 
@@ -491,12 +488,25 @@ static void test_overflow_empties(void **state)
 		assert_int_equal(write(fd, "x", 1), 1);
 		close(fd);
 	}
+	return max / 2 + 2;
+}
+
+/* Events lost to a full queue: nothing can be told apart, all goes. */
+static void test_overflow_empties(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+	unsigned added;
+
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	added = overflow_queue();
 	stat_cache_sync(fx->sc);
 	assert_int_equal(ctr(fx, SC_FLUSHES), 1);
 	assert_int_equal(stat_cache_entries(fx->sc), 0);
 	assert_int_equal(stat_cache_watches(fx->sc), 0);
 	assert_int_equal(lookup(fx, "top.txt", &m), 0);
-	assert_int_equal(m.size, 4 + max / 2 + 2);
+	assert_int_equal(m.size, 4 + added);
 }
 
 /* The watches inotify holds for this process, by /proc/self/fdinfo. */
@@ -523,6 +533,51 @@ static unsigned kernel_watches(void)
 	}
 	closedir(d);
 	return n;
+}
+
+/* An overflow where no new inotify instance can be had (here: no fd
+ * left; fs.inotify.max_user_instances does the same): the cache empties
+ * the instance it has and goes on with it. It went off instead, and
+ * every lookup went to the file system until a reload. */
+static void test_overflow_without_a_spare_instance(void **state)
+{
+	struct fixture *fx = *state;
+	struct file_meta m;
+	struct rlimit keep, low;
+	int fill[256], n = 0;
+	uint64_t hits;
+
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(lookup(fx, "a/b/deep.txt", &m), 0);
+	assert_true(kernel_watches() > 0);
+	overflow_queue();
+	/* Every fd below a low limit taken: inotify_init1 gets EMFILE. */
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &keep), 0);
+	low = keep;
+	low.rlim_cur = 64;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (n < 256 && (fill[n] = open("/dev/null", O_RDONLY)) >= 0)
+		n++;
+	assert_true(n < 256);
+	assert_int_equal(errno, EMFILE);
+	stat_cache_sync(fx->sc);
+	while (n > 0)
+		close(fill[--n]);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &keep), 0);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 1);
+	assert_int_equal(stat_cache_entries(fx->sc), 0);
+	assert_int_equal(stat_cache_watches(fx->sc), 0);
+	assert_int_equal(kernel_watches(), 0);
+	/* On: a second lookup is a hit, and a change is still seen. */
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	hits = ctr(fx, SC_HITS);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(ctr(fx, SC_HITS), hits + 1);
+	put_file("top.txt", "changed\n");
+	stat_cache_sync(fx->sc);
+	assert_int_equal(lookup(fx, "top.txt", &m), 0);
+	assert_int_equal(m.size, 8);
+	assert_int_equal(ctr(fx, SC_FLUSHES), 1);
 }
 
 /* The cache is bounded: past cfg->stat_cache entries the least recently
@@ -827,6 +882,8 @@ int main(void)
 			test_changes_elsewhere_keep_hits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overflow_empties, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_overflow_without_a_spare_instance, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_full_cache_evicts_least_recent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watches_follow_entries,
