@@ -78,6 +78,7 @@ void server_worker_refresh(struct orcd_worker *w)
 {
 	struct orcd_server *s = w->srv;
 	struct orcd_config *base = NULL, *view, *old = w->cfg;
+	unsigned fails;
 	int err = 0;
 
 	if (w->log.l)
@@ -89,11 +90,27 @@ void server_worker_refresh(struct orcd_worker *w)
 	pthread_mutex_unlock(&s->cfg_lock);
 	if (!base)
 		return;
-	view = config_view(base, &err);
-	if (!view)
-		log_msg(LOG_ERR,
-			"worker %u: cannot open the new root %s again (%s); serving the previous configuration",
-			w->id, base->root, strerror(-err));
+	fails = atomic_load(&s->test_view_fails);
+	while (fails && !atomic_compare_exchange_weak(&s->test_view_fails,
+						      &fails, fails - 1))
+		;
+	if (fails) {
+		view = NULL; /* tests: as when no fd is left for the root */
+		err = -EMFILE;
+	} else {
+		view = config_view(base, &err);
+	}
+	if (!view) {
+		if (!atomic_load(&w->cfg_stale))
+			log_msg(LOG_ERR,
+				"worker %u: cannot open the new root %s again (%s); serving the previous configuration, trying again each second",
+				w->id, base->root, strerror(-err));
+		atomic_store(&w->cfg_stale, true);
+	} else if (atomic_exchange(&w->cfg_stale, false)) {
+		log_msg(LOG_NOTICE,
+			"worker %u: serving the current configuration now",
+			w->id);
+	}
 	config_put(base);
 	if (!view)
 		return;
@@ -436,6 +453,19 @@ static uint64_t mono_usec(void)
 	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* The first of ws[0..n) that may still take a connection (neither said
+ * server_accepts_gone() nor ended), or n. */
+static unsigned still_accepting(const struct orcd_worker *ws, unsigned n)
+{
+	unsigned k;
+
+	for (k = 0; k < n; k++)
+		if (!atomic_load(&ws[k].done) &&
+		    !atomic_load(&ws[k].accepts_gone))
+			break;
+	return k;
+}
+
 /*
  * io_uring accepts wait exclusively: a new connection wakes one waiting
  * accept, and when that accept is being cancelled by a retiring worker the
@@ -456,21 +486,29 @@ static bool wait_accepts_gone(const struct orcd_worker *ws, unsigned n)
 	struct timespec ms = { 0, 1000000 };
 	unsigned k;
 
-	for (;;) {
-		for (k = 0; k < n; k++)
-			if (!atomic_load(&ws[k].done) &&
-			    !atomic_load(&ws[k].accepts_gone))
-				break;
-		if (k == n)
-			return true;
-		if (mono_usec() >= deadline)
-			break;
+	while ((k = still_accepting(ws, n)) < n) {
+		if (mono_usec() >= deadline) {
+			log_msg(LOG_WARNING,
+				"reload: worker %u of the previous listen addresses still accepts after 2s; going on",
+				ws[k].id);
+			return false;
+		}
 		nanosleep(&ms, NULL);
 	}
-	log_msg(LOG_WARNING,
-		"reload: worker %u of the previous listen addresses still accepts after 2s; going on",
-		ws[k].id);
-	return false;
+	return true;
+}
+
+/* A retired generation whose accepts outlasted its reload's wait: its
+ * listeners close once they are gone (each turn of the main loop), not
+ * when its last connection has drained. */
+static void close_late_listeners(struct orcd_server *s)
+{
+	struct orcd_generation *g;
+
+	for (g = s->retiring; g; g = g->next)
+		if (!g->listeners_closed && still_accepting(g->workers, g->n) ==
+						    g->n)
+			close_retired_listeners(s, g);
 }
 
 /* Whether every worker of ws[0..n) runs its loop (its heartbeat moved)
@@ -516,6 +554,20 @@ static bool same_listen(const struct orcd_listen *a,
 {
 	return a->addrlen == b->addrlen &&
 	       !memcmp(&a->addr, &b->addr, a->addrlen);
+}
+
+
+/* c runs from now on: every worker takes a view of it at its next wake
+ * (server_worker_refresh). */
+static void publish_cfg(struct orcd_server *s, struct orcd_config *c)
+{
+	struct orcd_config *old;
+
+	pthread_mutex_lock(&s->cfg_lock);
+	old = s->cfg;
+	s->cfg = c;
+	pthread_mutex_unlock(&s->cfg_lock);
+	config_put(old);
 }
 
 /*
@@ -591,12 +643,20 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 			 "starting workers for the new listen addresses failed");
 		/* The ones that did start go, having taken no connection. */
 		close_unused_listeners(s, ws, started, n);
-		retire(s, ws, started, g);
+		if (started) {
+			retire(s, ws, started, g);
+		} else {
+			free(ws);
+			free(g);
+		}
 		return -EAGAIN;
 	}
 	retire(s, s->workers, n, g);
 	gone = wait_accepts_gone(g->workers, n);
 	s->workers = ws;
+	/* Before they go: a woken worker's refresh takes what s->cfg names
+	 * for newer than its own (the old configuration, a moment ago). */
+	publish_cfg(s, c);
 	for (k = 0; k < n; k++)
 		atomic_store_explicit(&ws[k].hold_accepts, false,
 				      memory_order_release);
@@ -692,11 +752,36 @@ static void reload_failed(struct orcd_config *c, const char *err, bool ready)
 		sd_notify(0, "READY=1");
 }
 
+/* Tests only: the count the environment variable `name` gives (0 where
+ * unset). */
+static unsigned long test_knob(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v ? strtoul(v, NULL, 10) : 0;
+}
+
+/* Tests only: the main thread waits here for the milliseconds `name`
+ * gives, so that a test can act inside a window otherwise microseconds
+ * long. */
+static void test_pause(const char *name)
+{
+	unsigned long ms = test_knob(name);
+	struct timespec ts;
+
+	if (!ms || ms > 60000)
+		return;
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 /* ready: READY=1 was sent at start-up (else it waits for the workers). */
 static void reload(struct orcd_server *s, const struct cli_opts *o,
 		   bool ready)
 {
-	struct orcd_config *c, *old;
+	struct orcd_config *c;
 	char err[CONFIG_ERR_MAX + 64];
 	struct timespec ts;
 	bool same, new_workers;
@@ -740,14 +825,12 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 	} else {
 		log_msg(LOG_NOTICE,
 			"reload: new workers serve the new listen addresses; the previous ones drain");
+		test_pause("ORCD_TEST_RELOAD_PAUSE_MS");
 	}
 	/* c->slots is what the workers serving from now on started with. */
 	say_budget(s, c);
-	pthread_mutex_lock(&s->cfg_lock);
-	old = s->cfg;
-	s->cfg = c;
-	pthread_mutex_unlock(&s->cfg_lock);
-	config_put(old);
+	if (s->cfg != c)
+		publish_cfg(s, c);
 	wake_workers(s);
 	log_msg(LOG_NOTICE, "configuration reloaded");
 	if (ready)
@@ -912,6 +995,31 @@ static void reopen_access_log(struct orcd_server *s)
 			s->cfg->access_log, strerror(-e));
 }
 
+/* Wakes the workers whose configuration went stale (cfg_stale), once a
+ * second; *at is when it last did. The poll timeout (milliseconds, at
+ * most a second) is cut to the next time. */
+static void wake_stale(struct orcd_server *s, int64_t *at, int *timeout)
+{
+	int64_t now = mono_ms(), left;
+	bool any = false;
+
+	for (unsigned k = 0; k < s->n_workers; k++)
+		any |= atomic_load(&s->workers[k].cfg_stale);
+	if (!any)
+		return;
+	if (now - *at >= 1000) {
+		*at = now;
+		for (unsigned k = 0; k < s->n_workers; k++)
+			if (atomic_load(&s->workers[k].cfg_stale))
+				wake(&s->workers[k], 1);
+	}
+	left = *at + 1000 - now;
+	if (left < 0)
+		left = 0;
+	if (left < *timeout)
+		*timeout = (int)left;
+}
+
 /* Wait for signals and worker exits, and serve the metrics page (m may
  * be NULL); returns the process exit code. */
 static int main_loop(struct orcd_server *s, const struct cli_opts *o,
@@ -919,6 +1027,7 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 {
 	struct watchdog wd;
 	bool ready = false;
+	int64_t stale_at = mono_ms();
 	int rc = 0;
 
 	watchdog_init(&wd, s->n_workers);
@@ -946,6 +1055,8 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 			if (mt >= 0 && mt < timeout)
 				timeout = mt;
 		}
+		wake_stale(s, &stale_at, &timeout);
+		close_late_listeners(s);
 		if (poll(p, np, timeout) < 0 && errno != EINTR) {
 			log_msg(LOG_ERR, "poll: %s; stopping", strerror(errno));
 			rc = 1;
@@ -1079,6 +1190,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	int cpus_err = 0;
 
 	pthread_mutex_init(&s.cfg_lock, NULL);
+	s.test_view_fails = (unsigned)test_knob("ORCD_TEST_VIEW_FAILS");
 	/* The CPUs this process may run on: how many workers `threads 0`
 	 * means, and where worker_cpu_affinity auto pins them. */
 	if (sched_getaffinity(0, sizeof(s.cpus), &s.cpus) == 0 &&

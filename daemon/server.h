@@ -109,6 +109,10 @@ struct orcd_worker {
 	 * knows every new worker runs and the old ones accept no more:
 	 * server_may_accept(). */
 	_Atomic bool hold_accepts;
+	/* Its refresh could not take a view of the current configuration
+	 * (config_view() failed): the main thread wakes it again each
+	 * second until it does. */
+	_Atomic bool cfg_stale;
 	int result;		/* engine run() return value */
 };
 
@@ -151,6 +155,8 @@ struct orcd_server {
 	bool socket_activated;	/* listeners came from the service manager */
 	bool failed;		/* stopping because of an error: exit 1 */
 	int done_fd;		/* eventfd: a worker's run() returned */
+	/* Tests: this many refreshes fail (ORCD_TEST_VIEW_FAILS). */
+	_Atomic unsigned test_view_fails;
 	int slot_base;		/* first fd of the reserved range (specific) */
 	/* epoll: the connections a worker may hold, and the files its
 	 * stat cache may keep open, within its share of RLIMIT_NOFILE

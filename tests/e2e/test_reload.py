@@ -6,6 +6,7 @@ reload, and a lowered max_header_bytes enforced with a 431 even though the
 io_uring engines' provided buffers keep the size they started with. Each
 case starts its own orcd."""
 
+import os
 import re
 import signal
 import socket
@@ -224,6 +225,76 @@ def listen_change_frees_the_old_address_at_once():
                   "%s after four reloads: %d, at start %d"
                   % (name, m.total(name), first.total(name)))
         slow.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def new_workers_serve_the_new_configuration_at_once():
+    # A reload that changes listen starts workers with the new
+    # configuration. They were woken before the main thread published
+    # it, and a woken worker's refresh took the one published then (the
+    # old) for a newer one: until the main thread's next wake, the new
+    # address answered from the old root. ORCD_TEST_RELOAD_PAUSE_MS
+    # holds the main thread just after the new workers go.
+    with Server() as srv:
+        if srv.engine == "specific":
+            raise orcdtest.Skip("specific keeps its listen addresses")
+        if srv.forwarded:
+            raise orcdtest.Skip("the guest's forwarded ports are fixed")
+        other = os.path.join(srv.tmp, "other")
+        os.makedirs(other)
+        with open(os.path.join(other, "hello.txt"), "wb") as f:
+            f.write(b"the new root\n")
+        os.environ["ORCD_TEST_RELOAD_PAUSE_MS"] = "3000"
+        try:
+            srv.start()
+        finally:
+            del os.environ["ORCD_TEST_RELOAD_PAUSE_MS"]
+        eq(srv.get("/hello.txt").body, HELLO, "served before")
+        srv.port = orcdtest.free_port()
+        srv.write_conf("root %s;\n" % other)
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: "the previous ones drain" in srv.stderr_text(),
+                   10, "the new workers to take over")
+        srv.addr = ("127.0.0.1", srv.port)
+        check("configuration reloaded" not in srv.stderr_text(),
+              "the reload ended before the request: no window to test")
+        eq(srv.get("/hello.txt").body, b"the new root\n",
+           "the new address, before the reload ends")
+        wait_until(lambda: "configuration reloaded" in srv.stderr_text(),
+                   10, "the reload to be logged")
+        eq(srv.get("/hello.txt").body, b"the new root\n",
+           "the new address, after the reload")
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def a_worker_that_cannot_take_the_new_root_tries_again():
+    # A worker opens the new root for itself when it takes a reloaded
+    # configuration; when it cannot (no fd left: ORCD_TEST_VIEW_FAILS=1
+    # fails the first), it serves the previous one. It did so until the
+    # next signal, while the reload had said it was done; it now tries
+    # again each second.
+    with Server() as srv:
+        other = os.path.join(srv.tmp, "other")
+        os.makedirs(other)
+        with open(os.path.join(other, "hello.txt"), "wb") as f:
+            f.write(b"the new root\n")
+        os.environ["ORCD_TEST_VIEW_FAILS"] = "1"
+        try:
+            srv.start()
+        finally:
+            del os.environ["ORCD_TEST_VIEW_FAILS"]
+        eq(srv.get("/hello.txt").body, HELLO, "served before")
+        reload(srv, "root %s;\n" % other)
+        wait_until(lambda: "cannot open the new root" in srv.stderr_text(),
+                   10, "the failed refresh to be said")
+        wait_until(lambda: srv.get("/hello.txt").body == b"the new root\n",
+                   10, "the new root to be served")
+        check("serving the current configuration now" in
+              srv.stderr_text(), "the recovery was not said")
         srv.assert_fds_back()
         srv.stop()
 
