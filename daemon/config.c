@@ -316,11 +316,15 @@ typedef void fmt_fn(const struct orcd_config *c, const struct directive *d,
 /* to = from's value: a reload keeps what runs. 0 or -ENOMEM. */
 typedef int keep_fn(struct orcd_config *to, const struct orcd_config *from,
 		    const struct directive *d);
+/* Whether a and b hold the same value, whole (not as fmt shows it). */
+typedef bool same_fn(const struct orcd_config *a, const struct orcd_config *b,
+		     const struct directive *d);
 
 /* What a reload needs of a value it may be unable to apply. */
 struct running {
 	fmt_fn *fmt;
 	keep_fn *keep;
+	same_fn *same;
 	size_t size; /* of the field, for keep_plain */
 };
 
@@ -648,14 +652,46 @@ static int keep_str(struct orcd_config *to, const struct orcd_config *from,
 	return replace_str(STR_AT(to, d), *STR_AT(from, d), NULL, 0);
 }
 
-static const struct running run_uint = {fmt_uint, keep_plain, sizeof(unsigned)};
-static const struct running run_str = {fmt_str, keep_str, 0};
-static const struct running run_switch = {fmt_switch, keep_plain, sizeof(bool)};
+/*
+ * Compared whole, like keep: two strings that differ only past what
+ * show() keeps format alike, yet a reload cannot apply the change.
+ */
+static bool same_plain(const struct orcd_config *a, const struct orcd_config *b,
+		       const struct directive *d)
+{
+	return !memcmp((const char *)a + d->off, (const char *)b + d->off,
+		       d->running->size);
+}
+
+static bool same_str(const struct orcd_config *a, const struct orcd_config *b,
+		     const struct directive *d)
+{
+	const char *x = *STR_AT(a, d), *y = *STR_AT(b, d);
+
+	return x == y || (x && y && !strcmp(x, y));
+}
+
+/* As written, like fmt_listen (bytes past the text's NUL, or padding,
+ * are no part of the value). */
+static bool same_listen(const struct orcd_config *a,
+			const struct orcd_config *b, const struct directive *d)
+{
+	const struct orcd_listen *x = (const void *)((const char *)a + d->off);
+	const struct orcd_listen *y = (const void *)((const char *)b + d->off);
+
+	return !strcmp(x->text, y->text);
+}
+
+static const struct running run_uint = {fmt_uint, keep_plain, same_plain,
+					sizeof(unsigned)};
+static const struct running run_str = {fmt_str, keep_str, same_str, 0};
+static const struct running run_switch = {fmt_switch, keep_plain, same_plain,
+					  sizeof(bool)};
 static const struct running run_affinity = {fmt_affinity, keep_plain,
-					    sizeof(bool)};
-static const struct running run_engine = {fmt_engine, keep_plain,
+					    same_plain, sizeof(bool)};
+static const struct running run_engine = {fmt_engine, keep_plain, same_plain,
 					  sizeof(enum orcd_engine_kind)};
-static const struct running run_listen = {fmt_listen, keep_plain,
+static const struct running run_listen = {fmt_listen, keep_plain, same_listen,
 					  sizeof(struct orcd_listen)};
 
 #define RELOAD	    CONFIG_ON_RELOAD, NULL
@@ -813,8 +849,16 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 	const char *slash;
 	uid_t uid;
 	gid_t gid;
-	int fd, ret = config_identity(c, &uid, &gid, err, errcap);
+	int fd, ret;
 
+	/* As start-up refuses it, before the access log (server.c). */
+	if ((c->user || c->group) && geteuid() != 0) {
+		set_err(err, errcap, "%suser/group set but not started as root",
+			config_where(c, c->user ? "user" : "group", at,
+				     sizeof(at)));
+		return -EPERM;
+	}
+	ret = config_identity(c, &uid, &gid, err, errcap);
 	if (ret || !c->access_log || !strcmp(c->access_log, "-") ||
 	    !strcmp(c->access_log, "stdout"))
 		return ret;
@@ -881,12 +925,13 @@ unsigned config_unapplied(const struct orcd_config *was,
 		if (d->running == &run_engine &&
 		    now->engine == ORCD_ENGINE_AUTO)
 			continue;
+		if (d->running->same(was, now, d))
+			continue;
+		/* Formatted for the message only: show() cuts long ones. */
 		d->running->fmt(was, d, a, sizeof(a));
 		d->running->fmt(now, d, b, sizeof(b));
-		if (strcmp(a, b)) {
-			fn(ctx, d->name, a, b);
-			n++;
-		}
+		fn(ctx, d->name, a, b);
+		n++;
 	}
 	return n;
 }

@@ -179,8 +179,9 @@ int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
 		    char *err, size_t errcap);
 
 /* What start-up would refuse beyond config_finalize, without changing
- * anything (--check-config): an unknown user or group, an access log
- * that cannot be opened for appending or created. 0 or -errno, err set. */
+ * anything (--check-config): user or group set when not running as
+ * root, an unknown user or group, an access log that cannot be opened
+ * for appending or created. 0 or -errno, err set. */
 int config_check_start(const struct orcd_config *c, char *err, size_t errcap);
 
 /* "auto", "specific", ... */

@@ -4,7 +4,8 @@ nogroup;` binds (a port below 1024 too), then drops, and serves with
 uid, gid and groups all nobody/nogroup and no capabilities, as
 /proc/PID/status shows for every thread. The rings of the io_uring
 engines are created after the drop, so they still serve. Without root
-the directives are an error. Each case starts its own orcd."""
+the directives are an error, and --check-config says so too. Each case
+starts its own orcd."""
 
 import grp
 import os
@@ -31,6 +32,18 @@ def need_root():
         return pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
     except KeyError as e:
         raise orcdtest.Skip("no nobody/nogroup here: %s" % e)
+
+
+def unprivileged():
+    """The command prefix that runs orcd without root: setpriv
+    (util-linux) as nobody, without a shell, when the test runs as root;
+    nothing otherwise."""
+    if os.geteuid() != 0:
+        return []
+    if not os.path.exists("/usr/bin/setpriv"):
+        raise orcdtest.Skip("running as root and no setpriv")
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup",
+            "--clear-groups", "--"]
 
 
 def low_port():
@@ -203,14 +216,7 @@ def access_log_only_root_may_write():
 
 @orcdtest.case
 def user_without_root_is_an_error():
-    if os.geteuid() == 0:
-        # setpriv (util-linux) runs orcd as nobody without a shell.
-        if not os.path.exists("/usr/bin/setpriv"):
-            raise orcdtest.Skip("running as root and no setpriv")
-        prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup",
-                  "--clear-groups", "--"]
-    else:
-        prefix = []
+    prefix = unprivileged()
     srv = orcdtest.Orcd(conf="user nobody;\n")
     try:
         for d in (srv.tmp, srv.root):
@@ -223,6 +229,46 @@ def user_without_root_is_an_error():
         check(b"not started as root" in p.stderr, "stderr: %r" % p.stderr)
     finally:
         srv.cleanup()
+
+
+@orcdtest.case
+def check_config_refuses_user_without_root():
+    # --check-config refuses what start-up refuses: it said such a file
+    # was valid.
+    prefix = unprivileged()
+    for directive, name in (("user", "nobody"), ("group", "nogroup")):
+        # The access log to standard output: nothing else to refuse.
+        srv = orcdtest.Orcd(conf="access_log -;\n%s %s;\n"
+                            % (directive, name))
+        try:
+            for d in (srv.tmp, srv.root):
+                os.chmod(d, 0o755)
+            os.chmod(srv.conf_path, 0o644)
+            with open(srv.conf_path) as f:
+                line = f.read().splitlines().index("%s %s;"
+                                                   % (directive, name)) + 1
+            cmd = prefix + [BIN, "--check-config", "-c", srv.conf_path]
+            p = subprocess.run(cmd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=20)
+            err = p.stderr.decode("utf-8", "replace")
+            eq(p.returncode, 1, "%s: exit status (stderr %r)"
+               % (directive, err))
+            check("user/group set but not started as root" in err,
+                  "%s: stderr %r" % (directive, err))
+            check(re.search(re.escape(srv.conf_path) + ":%d: " % line, err),
+                  "%s: stderr %r does not name %s:%d:"
+                  % (directive, err, srv.conf_path, line))
+            # Without it the same file is valid as the same user.
+            srv.write_conf("access_log -;\n")
+            os.chmod(srv.conf_path, 0o644)
+            p = subprocess.run(cmd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=20)
+            eq(p.returncode, 0, "%s unset: exit status (stderr %r)"
+               % (directive, p.stderr))
+        finally:
+            srv.cleanup()
 
 
 if __name__ == "__main__":

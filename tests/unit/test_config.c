@@ -1384,6 +1384,43 @@ static void test_keep_running(void **state)
 	}
 }
 
+/* Strings alike in what a warning shows (the first 200 bytes) that
+ * differ after it: still a change, and reported once. */
+static void test_unapplied_long_strings(void **state)
+{
+	static const char *const names[] = {"access_log", "user", "group"};
+	char v1[256], v2[256];
+
+	(void)state;
+	memset(v1, 'a', sizeof(v1) - 1);
+	v1[0] = '/';
+	v1[sizeof(v1) - 1] = '\0';
+	memcpy(v2, v1, sizeof(v2));
+	v2[211] = 'b';
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		struct orcd_config *a = with(names[i], v1, NULL);
+		struct orcd_config *b = with(names[i], v2, NULL);
+		struct orcd_config *c = with(names[i], v1, NULL);
+		struct seen s = {0};
+		size_t n = strlen(names[i]);
+
+		assert_int_equal(config_unapplied(a, b, false, note_change, &s),
+				 1);
+		assert_true(!strncmp(s.text[0], names[i], n) &&
+			    s.text[0][n] == ' ');
+		s.n = 0;
+		assert_int_equal(config_unapplied(a, b, true, note_change, &s),
+				 1);
+		/* The same long value: nothing to say. */
+		s.n = 0;
+		assert_int_equal(config_unapplied(a, c, false, note_change, &s),
+				 0);
+		config_free(a);
+		config_free(b);
+		config_free(c);
+	}
+}
+
 /* threads 4, reloaded to 8 (kept at 4), then to 4: nothing to say. */
 static void test_second_reload_compares_with_what_runs(void **state)
 {
@@ -1558,6 +1595,7 @@ int main(void)
 		cmocka_unit_test(test_directive_list),
 		cmocka_unit_test(test_every_directive_says_when_it_applies),
 		cmocka_unit_test(test_unapplied_changes),
+		cmocka_unit_test(test_unapplied_long_strings),
 		cmocka_unit_test(test_keep_running),
 		cmocka_unit_test(test_second_reload_compares_with_what_runs),
 		cmocka_unit_test(test_shipped_config),
