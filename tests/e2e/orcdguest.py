@@ -66,9 +66,10 @@ class RemoteProc:
         for f in (self.pidfile, self.rcfile):
             if os.path.exists(f):
                 os.unlink(f)
-        # The daemon's test knobs (ring and buffer sizes) go along.
+        # The daemon's test knobs (ring and buffer sizes, faults) go
+        # along.
         knobs = ["%s=%s" % (k, v) for k, v in sorted(os.environ.items())
-                 if k.startswith("ORCD_URING_")]
+                 if k.startswith(("ORCD_URING_", "ORCD_TEST_"))]
         cmd = " ".join(shlex.quote(a) for a in (["env"] + knobs if knobs
                                                  else []) + list(args))
         script = ("ulimit -n 65536; %s </dev/null >%s 2>%s & p=$!; echo $p >%s; "
