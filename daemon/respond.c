@@ -111,6 +111,8 @@ static int lookup_status(int err)
 	case -ELOOP: /* RESOLVE_NO_MAGICLINKS, link loops */
 	case -EXDEV: /* escapes the root (RESOLVE_BENEATH) */
 	case -ENAMETOOLONG:
+	case -ENXIO:  /* a socket's open: it is no file to serve */
+	case -ENODEV: /* a device node without a driver */
 		return 404;
 	case -EACCES:
 	case -EPERM:
@@ -123,15 +125,60 @@ static int lookup_status(int err)
 	}
 }
 
-/* Resolve the normalised path to a regular file, following the index file
- * for directories. Returns 0 or an HTTP status (with *location for 301). */
+/* Whether an open for reading failed on what it found rather than on the
+ * way there: the path's own answers (missing, out of the root, a link
+ * loop, too long) and a want of descriptors or memory would be the O_PATH
+ * lookup's too. Anything else (EACCES, EPERM, ENXIO, ENODEV, EOPNOTSUPP,
+ * whatever a device's driver says) may be the file's kind refusing to be
+ * read. */
+static bool open_refused(int err)
+{
+	switch (err) {
+	case -ENOENT:
+	case -ENOTDIR:
+	case -ELOOP:
+	case -EXDEV:
+	case -ENAMETOOLONG:
+	case -EMFILE:
+	case -ENFILE:
+	case -ENOMEM:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* The facts of plan->relpath: from lk, or a lookup (O_PATH) of our own;
+ * with fdp, by opening it for reading (the one open a regular file costs
+ * on an engine that sends from the plan's fd). That open comes before
+ * the file's kind is known: a directory that may be searched but not
+ * read (0711, as an unprivileged server) refuses it with EACCES, a
+ * socket with ENXIO, and a device node runs its driver's open. So a
+ * refused open is looked up again without reading (the same resolution)
+ * and decided by kind: a directory goes on to its redirect or index with
+ * no fd, any other kind that is not a regular file is planned without
+ * one (and answered 404), and a regular file keeps the open's refusal
+ * (403 for EACCES). */
 static int lookup(struct orcd_config *cfg, const struct respond_lookup *lk,
 		  int *fdp, struct response_plan *plan)
 {
-	if (fdp || !lk)
-		return file_meta_lookup(cfg->root_fd, plan->relpath, 0,
-					&plan->meta, fdp);
-	return lk->fn(lk->ctx, cfg, plan->relpath, &plan->meta);
+	struct file_meta kind;
+	int err, again;
+
+	if (!fdp && lk)
+		return lk->fn(lk->ctx, cfg, plan->relpath, &plan->meta);
+	err = file_meta_lookup(cfg->root_fd, plan->relpath, 0, &plan->meta,
+			       fdp);
+	if (!err || !fdp || !open_refused(err))
+		return err;
+	again = file_meta_lookup(cfg->root_fd, plan->relpath, 0, &kind, NULL);
+	if (again)
+		return again; /* gone meanwhile, or a directory on the way */
+	if (S_ISREG(kind.mode))
+		return err;
+	plan->meta = kind;
+	*fdp = -1;
+	return 0;
 }
 
 /* Whether the answer may carry none of the file's bytes: a HEAD, an
@@ -146,6 +193,8 @@ static bool may_send_no_bytes(const struct http_request *req,
 	       req->range.n;
 }
 
+/* Resolve the normalised path to a regular file, following the index file
+ * for directories. Returns 0 or an HTTP status (with *location for 301). */
 static int resolve_target(struct orcd_config *cfg,
 			  const struct respond_lookup *lk,
 			  const struct http_request *req, bool trailing,

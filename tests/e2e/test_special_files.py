@@ -6,9 +6,15 @@ the stat cache's facts stay "regular") is opened by the chain: that open
 never waits for a writer (RESOLVE_CACHED: not even when the name left
 the dentry cache), and a read that waits for data ends at send_timeout (the timer cancels the chain's step in flight,
 not the send queued behind it); either way a 404, and chains and slots
-come back. Each case starts its own orcd; the mount cases need root."""
+come back. Without the stat cache (`stat_cache 0`: epoll's plan opens
+the file for reading) an open refused for what the path is decides
+nothing: a socket (ENXIO) is 404, a directory orcd may search but not
+read (0711, EACCES) is still redirected and its index served. Each case
+starts its own orcd; the mount cases need root."""
 
+import grp
 import os
+import pwd
 import socket
 import stat
 import subprocess
@@ -31,6 +37,11 @@ def get(srv, path, method="GET", timeout=15.0):
                 "%s %s: no answer within %ds" % (method, path, timeout))
 
 
+# With and without the stat cache: without it epoll's plan opens the
+# file for reading before it knows its kind.
+CACHE_CONFS = (("stat cache", ""), ("stat_cache 0", "stat_cache 0;\n"))
+
+
 def gauges(srv):
     """The metrics page's in-use gauges: chains and slots."""
     m = srv.metrics()
@@ -39,24 +50,94 @@ def gauges(srv):
 
 @orcdtest.case
 def fifo_and_device_node_answer_404():
-    with Server() as srv:
-        srv.start()
-        os.mkfifo(srv.path("pipe"))
-        names = ["pipe"]
-        if os.geteuid() == 0:
+    for what, conf in CACHE_CONFS:
+        with Server(conf=conf) as srv:
+            srv.start()
+            os.mkfifo(srv.path("pipe"))
+            names = ["pipe"]
+            if os.geteuid() == 0:
+                try:
+                    os.mknod(srv.path("zero"), 0o644 | stat.S_IFCHR,
+                             os.makedev(1, 5))
+                    names.append("zero")
+                except OSError:
+                    pass  # no CAP_MKNOD here (a container): the FIFO
+            for name in names:
+                for method in ("GET", "HEAD"):
+                    eq(get(srv, "/" + name, method).status, 404,
+                       "%s /%s, %s" % (method, name, what))
+            eq(get(srv, "/hello.txt").body, HELLO, "served after them")
+            srv.assert_fds_back()
+            srv.stop()
+
+
+@orcdtest.case
+def socket_file_answers_404():
+    for what, conf in CACHE_CONFS:
+        with Server(conf=conf) as srv:
+            srv.start()
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                os.mknod(srv.path("zero"), 0o644 | stat.S_IFCHR,
-                         os.makedev(1, 5))
-                names.append("zero")
-            except OSError:
-                pass  # no CAP_MKNOD here (a container): the FIFO stays
-        for name in names:
-            for method in ("GET", "HEAD"):
-                eq(get(srv, "/" + name, method).status, 404,
-                   "%s /%s" % (method, name))
-        eq(get(srv, "/hello.txt").body, HELLO, "served after them")
-        srv.assert_fds_back()
-        srv.stop()
+                s.bind(srv.path("sock"))
+                for method in ("GET", "HEAD"):
+                    eq(get(srv, "/sock", method).status, 404,
+                       "%s /sock (a socket), %s" % (method, what))
+                eq(get(srv, "/sock/").status, 404, "/sock/, " + what)
+            finally:
+                s.close()
+            eq(get(srv, "/hello.txt").body, HELLO, "served after it")
+            srv.assert_fds_back()
+            srv.stop()
+
+
+def unprivileged_conf():
+    """Config that has orcd run unprivileged: as root, `user nobody`
+    (root reads any directory); otherwise orcd already is."""
+    if orcdtest.Orcd.forwarded:
+        # The guest's initramfs has no such accounts.
+        raise orcdtest.Skip("orcd runs in the guest, as root, alone")
+    if os.geteuid() != 0:
+        return ""
+    try:
+        pwd.getpwnam("nobody")
+        grp.getgrnam("nogroup")
+    except KeyError as e:
+        raise orcdtest.Skip("running as root, no nobody/nogroup: %s" % e)
+    return "user nobody;\ngroup nogroup;\n"
+
+
+@orcdtest.case
+def search_only_directory_serves_its_index():
+    # nginx: `GET /priv` 301, `GET /priv/` its index. A 0711 directory
+    # (0111 when orcd runs as its owner) refuses an open for reading
+    # with EACCES, which without the stat cache was answered 403.
+    user = unprivileged_conf()
+    for what, conf in CACHE_CONFS:
+        with Server(conf=user + conf) as srv:
+            for d in (srv.tmp, srv.root):
+                os.chmod(d, 0o755)  # nobody must reach the root
+            srv.write_file("priv/index.html", b"<p>private index</p>\n")
+            os.chmod(srv.path("priv/index.html"), 0o644)
+            os.chmod(srv.path("priv"), 0o711 if user else 0o111)
+            try:
+                srv.start()
+                r = get(srv, "/priv?q=1")
+                eq(r.status, 301, "GET /priv (0711), " + what)
+                eq(r.header("location"), "/priv/?q=1", "Location, " + what)
+                for method in ("GET", "HEAD"):
+                    r = get(srv, "/priv/", method)
+                    eq(r.status, 200,
+                       "%s /priv/ (0711), %s" % (method, what))
+                eq(get(srv, "/priv/").body, b"<p>private index</p>\n",
+                   "index of /priv/, " + what)
+                eq(get(srv, "/priv/index.html").status, 200,
+                   "/priv/index.html, " + what)
+                eq(get(srv, "/priv/nope.html").status, 404,
+                   "/priv/nope.html, " + what)
+                srv.assert_fds_back()
+                srv.stop()
+            finally:
+                os.chmod(srv.path("priv"), 0o755)  # for the cleanup
 
 
 def bind_mount(src, dst):
