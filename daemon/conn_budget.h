@@ -5,8 +5,11 @@
  *
  * A connection holds its socket's slot, and a second one (the file) while
  * a cold response's chain has its file open: a download counts twice. An
- * accept in flight holds one and keeps a second free for the file its
- * connection will ask for. Accepts leave an eighth of the slots to
+ * accept is armed only while the free slots exceed the files' reserve
+ * plus one per accept already in flight, so each accept in flight but
+ * the newest has a second slot free for the file its connection will
+ * ask for, and the newest's may come from the reserve. Accepts leave an
+ * eighth of the slots to
  * files, so that sockets can never starve the chains that answer them;
  * downloads in flight take their file slots out of the rest, so while
  * they run fewer sockets fit (the engine then closes idle connections to

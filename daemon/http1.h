@@ -96,7 +96,7 @@ struct h1_worker {
 	 * oldest first, when the engine has no room for a new client. */
 	struct h1_conn *idle_new, *idle_old;
 	unsigned n_idle;
-	unsigned n_shedding;  /* shed, not released yet */
+	unsigned n_shedding;  /* shed, its recv not back yet */
 	int64_t shed_said_ms; /* when the last "no room" warning went out */
 	/* A recv may hand over this many bytes at once (a provided buffer
 	 * sized for the max_header_bytes the worker started with): request

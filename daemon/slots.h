@@ -10,7 +10,9 @@
  * number fails with EBUSY. (Stock 6.1 also looked a linked request's fd up
  * at submit time, which bound a chain reusing a number too early to the
  * old file; the series' patch 4 removed that lookup.) The allocator cannot
- * see closes; it trusts its caller and refuses double frees.
+ * see closes; it trusts its caller. A second free of a number on the
+ * free stack is refused (-EINVAL); one handed to a waiter in between is
+ * indistinguishable from its new owner's free and hands it on again.
  *
  * Waiters: a caller that finds the range exhausted queues a slot_waiter;
  * the next slots_free() hands the freed number straight to the oldest
