@@ -79,3 +79,27 @@ char *make_tmpdir(void)
 		 base && *base ? base : "/tmp");
 	return mkdtemp(path);
 }
+
+long read_nr_open(void)
+{
+	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+bool write_nr_open(long v)
+{
+	FILE *f = fopen("/proc/sys/fs/nr_open", "we");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fprintf(f, "%ld\n", v) > 0;
+	return !fclose(f) && ok;
+}

@@ -19,5 +19,8 @@ ino_t path_ino(const char *path);
 int write_file(const char *path, const void *data, size_t len);
 /* Make a fresh private directory for test files; NULL on error. */
 char *make_tmpdir(void);
+/* fs.nr_open, or -1 if unreadable; set it (root only): true on success. */
+long read_nr_open(void);
+bool write_nr_open(long v);
 
 #endif /* FDCHECK_H */

@@ -231,30 +231,6 @@ static int test_specific_fd_may_use_range(void)
 	return TAP_PASS;
 }
 
-static long read_nr_open(void)
-{
-	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
-static bool write_nr_open(long v)
-{
-	FILE *f = fopen("/proc/sys/fs/nr_open", "we");
-	bool ok;
-
-	if (!f)
-		return false;
-	ok = fprintf(f, "%ld\n", v) > 0;
-	return !fclose(f) && ok;
-}
-
 static int expect_refused(unsigned long n, long min)
 {
 	long r = min_fd_raise(n);
@@ -523,6 +499,43 @@ static int exec_check(void)
 	return 0;
 }
 
+static int exec_check_child(void *arg)
+{
+	char *argv[] = { "min_fd_prctl", "--exec-check", NULL };
+
+	(void)arg;
+	execv("/proc/self/exe", argv);
+	_exit(3);
+}
+
+/*
+ * A child that shares the table (CLONE_FILES) and execs gets a copy of
+ * its own first (unshare_files()): only the copy's minimum is reset, the
+ * parent keeps its own.
+ */
+static int test_exec_in_sharing_child_keeps_parents(void)
+{
+	static char stack[64 * 1024] __attribute__((aligned(16)));
+	int status, fd;
+	pid_t pid;
+
+	CHECK(min_fd_raise(40) == 0, "prctl: %s", strerror(errno));
+	fflush(stdout);
+	pid = clone(exec_check_child, stack + sizeof(stack),
+		    CLONE_VFORK | CLONE_FILES | SIGCHLD, NULL);
+	CHECK(pid > 0, "clone: %s", strerror(errno));
+	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the exec'd child failed (status %#x)", status);
+	CHECK(min_fd_query() == 40,
+	      "the parent's minimum is %ld after its CLONE_FILES child exec'd",
+	      min_fd_query());
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 40, "the parent's next open gave %d", fd);
+	close(fd);
+	return TAP_PASS;
+}
+
 static int test_exec_resets(void)
 {
 	int status;
@@ -584,6 +597,8 @@ static const struct tap_test tests[] = {
 	  test_unshare_inherits, HAVE_MIN_FD },
 	{ "execve resets the minimum and the next-fd hint", test_exec_resets,
 	  HAVE_MIN_FD },
+	{ "a CLONE_FILES child's execve leaves the parent's minimum alone",
+	  test_exec_in_sharing_child_keeps_parents, HAVE_MIN_FD },
 };
 
 int main(int argc, char **argv)

@@ -264,6 +264,41 @@ static int test_ebadf_rlimit(void)
 	return TAP_PASS;
 }
 
+/*
+ * fs.nr_open lowered below RLIMIT_NOFILE: a chosen fd the limit allows
+ * but the table cannot grow to is EMFILE (expand_files()), and nothing
+ * is left installed.
+ */
+static int test_emfile_above_nr_open(void)
+{
+	long nr_open = read_nr_open();
+	struct rlimit rl;
+	int fd, err;
+
+	if (geteuid() != 0)
+		return tap_skip("writing /proc/sys/fs/nr_open needs root");
+	CHECK(nr_open >= 1024, "cannot read /proc/sys/fs/nr_open");
+	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
+	if (rl.rlim_cur < 1024) {
+		rl.rlim_cur = 1024;
+		if (rl.rlim_max < 1024)
+			rl.rlim_max = 1024;
+		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s",
+		      strerror(errno));
+	}
+	CHECK(!fd_is_open(600), "fd 600 unexpectedly open");
+	CHECK(write_nr_open(512), "lowering nr_open: %s", strerror(errno));
+	fd = open_at_fd("/dev/null", O_RDONLY, 600);
+	err = errno;
+	CHECK(write_nr_open(nr_open), "restoring nr_open %ld: %s", nr_open,
+	      strerror(errno));
+	CHECK(fd < 0 && err == EMFILE,
+	      "fd 600 with nr_open 512 and RLIMIT_NOFILE %lu gave %d (%s)",
+	      (unsigned long)rl.rlim_cur, fd, fd < 0 ? strerror(err) : "ok");
+	CHECK(!fd_is_open(600), "fd 600 left open");
+	return TAP_PASS;
+}
+
 static int test_any_fd(void)
 {
 	int want = fd_lowest_free(0);
@@ -430,6 +465,8 @@ static const struct tap_test tests[] = {
 	  test_race_same_fd, HAVE_OPENAT2_FD },
 	{ "EBADF at and above RLIMIT_NOFILE (incl. fds negative as int)",
 	  test_ebadf_rlimit, HAVE_OPENAT2_FD },
+	{ "EMFILE for a fd below RLIMIT_NOFILE but at or above fs.nr_open",
+	  test_emfile_above_nr_open, HAVE_OPENAT2_FD },
 	{ "fd (u32)-1 means lowest available", test_any_fd, HAVE_OPENAT2_FD },
 	{ "EINVAL: non-zero __padding, or non-zero fd without the flag",
 	  test_einval, HAVE_OPENAT2_FD },
