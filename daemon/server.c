@@ -556,7 +556,6 @@ static bool same_listen(const struct orcd_listen *a,
 	       !memcmp(&a->addr, &b->addr, a->addrlen);
 }
 
-
 /* c runs from now on: every worker takes a view of it at its next wake
  * (server_worker_refresh). */
 static void publish_cfg(struct orcd_server *s, struct orcd_config *c)
