@@ -229,6 +229,26 @@ def listen_change_frees_the_old_address_at_once():
         srv.stop()
 
 
+def other_root(srv):
+    """A second document root beside srv's: its hello.txt says so."""
+    other = os.path.join(srv.tmp, "other")
+    os.makedirs(other)
+    with open(os.path.join(other, "hello.txt"), "wb") as f:
+        f.write(b"the new root\n")
+    return other
+
+
+def start_with(srv, **knobs):
+    """Start srv with test knobs in orcd's environment (the guest's orcd
+    gets them too: orcdguest passes ORCD_TEST_ variables)."""
+    os.environ.update(knobs)
+    try:
+        srv.start()
+    finally:
+        for k in knobs:
+            del os.environ[k]
+
+
 @orcdtest.case
 def new_workers_serve_the_new_configuration_at_once():
     # A reload that changes listen starts workers with the new
@@ -242,15 +262,8 @@ def new_workers_serve_the_new_configuration_at_once():
             raise orcdtest.Skip("specific keeps its listen addresses")
         if srv.forwarded:
             raise orcdtest.Skip("the guest's forwarded ports are fixed")
-        other = os.path.join(srv.tmp, "other")
-        os.makedirs(other)
-        with open(os.path.join(other, "hello.txt"), "wb") as f:
-            f.write(b"the new root\n")
-        os.environ["ORCD_TEST_RELOAD_PAUSE_MS"] = "3000"
-        try:
-            srv.start()
-        finally:
-            del os.environ["ORCD_TEST_RELOAD_PAUSE_MS"]
+        other = other_root(srv)
+        start_with(srv, ORCD_TEST_RELOAD_PAUSE_MS="3000")
         eq(srv.get("/hello.txt").body, HELLO, "served before")
         srv.port = orcdtest.free_port()
         srv.write_conf("root %s;\n" % other)
@@ -278,15 +291,8 @@ def a_worker_that_cannot_take_the_new_root_tries_again():
     # next signal, while the reload had said it was done; it now tries
     # again each second.
     with Server() as srv:
-        other = os.path.join(srv.tmp, "other")
-        os.makedirs(other)
-        with open(os.path.join(other, "hello.txt"), "wb") as f:
-            f.write(b"the new root\n")
-        os.environ["ORCD_TEST_VIEW_FAILS"] = "1"
-        try:
-            srv.start()
-        finally:
-            del os.environ["ORCD_TEST_VIEW_FAILS"]
+        other = other_root(srv)
+        start_with(srv, ORCD_TEST_VIEW_FAILS="1")
         eq(srv.get("/hello.txt").body, HELLO, "served before")
         reload(srv, "root %s;\n" % other)
         wait_until(lambda: "cannot open the new root" in srv.stderr_text(),
