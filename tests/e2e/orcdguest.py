@@ -58,7 +58,7 @@ def widen(text):
 class RemoteProc:
     """The subset of subprocess.Popen the tests use, for a guest process."""
 
-    def __init__(self, args, log_path, stdout_path):
+    def __init__(self, args, log_path, stdout_path, env):
         self.returncode = None
         base = log_path + ".guest"
         self.pidfile = base + ".pid"
@@ -68,7 +68,7 @@ class RemoteProc:
                 os.unlink(f)
         # The daemon's test knobs (ring and buffer sizes, faults) go
         # along.
-        knobs = ["%s=%s" % (k, v) for k, v in sorted(os.environ.items())
+        knobs = ["%s=%s" % (k, v) for k, v in sorted(env.items())
                  if k.startswith(("ORCD_URING_", "ORCD_TEST_"))]
         cmd = " ".join(shlex.quote(a) for a in (["env"] + knobs if knobs
                                                  else []) + list(args))
@@ -144,7 +144,8 @@ def install(orcdtest):
             args = [GUEST_BIN, "-c", self.conf_path] + \
                 [widen(a) for a in self.args]
             self.stderr = open(os.devnull, "wb")
-            self.proc = RemoteProc(args, self.log_path, self.stdout_path)
+            self.proc = RemoteProc(args, self.log_path, self.stdout_path,
+                                   dict(os.environ, **self.env))
             orcdtest.wait_until(self._answers, 60,
                                 "orcd in the guest to answer on %s:%d"
                                 % self.addr)

@@ -362,6 +362,9 @@ class Orcd:
         # Run in the child before orcd starts (a lower RLIMIT_NOFILE); a
         # local orcd only.
         self.preexec = None
+        # Test knobs added to orcd's environment at start (ORCD_URING_ and
+        # ORCD_TEST_ ones reach orcd in the guest too: orcdguest).
+        self.env = {}
 
     def write_conf(self, extra=""):
         with open(self.conf_path, "w") as f:
@@ -381,7 +384,8 @@ class Orcd:
         self.stdout = open(self.stdout_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.stdout,
                                      stderr=self.stderr,
-                                     preexec_fn=self.preexec)
+                                     preexec_fn=self.preexec,
+                                     env=dict(os.environ, **self.env))
         wait_until(self._answers, 15, "orcd to answer on %s:%d" % self.addr)
         # One worker answering is not all of them: orcd logs "serving"
         # (and tells systemd READY=1) once every worker's loop runs, and

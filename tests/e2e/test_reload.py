@@ -238,17 +238,6 @@ def other_root(srv):
     return other
 
 
-def start_with(srv, **knobs):
-    """Start srv with test knobs in orcd's environment (the guest's orcd
-    gets them too: orcdguest passes ORCD_TEST_ variables)."""
-    os.environ.update(knobs)
-    try:
-        srv.start()
-    finally:
-        for k in knobs:
-            del os.environ[k]
-
-
 @orcdtest.case
 def new_workers_serve_the_new_configuration_at_once():
     # A reload that changes listen starts workers with the new
@@ -263,7 +252,8 @@ def new_workers_serve_the_new_configuration_at_once():
         if srv.forwarded:
             raise orcdtest.Skip("the guest's forwarded ports are fixed")
         other = other_root(srv)
-        start_with(srv, ORCD_TEST_RELOAD_PAUSE_MS="3000")
+        srv.env["ORCD_TEST_RELOAD_PAUSE_MS"] = "3000"
+        srv.start()
         eq(srv.get("/hello.txt").body, HELLO, "served before")
         srv.port = orcdtest.free_port()
         srv.write_conf("root %s;\n" % other)
@@ -292,7 +282,8 @@ def a_worker_that_cannot_take_the_new_root_tries_again():
     # again each second.
     with Server() as srv:
         other = other_root(srv)
-        start_with(srv, ORCD_TEST_VIEW_FAILS="1")
+        srv.env["ORCD_TEST_VIEW_FAILS"] = "1"
+        srv.start()
         eq(srv.get("/hello.txt").body, HELLO, "served before")
         reload(srv, "root %s;\n" % other)
         wait_until(lambda: "cannot open the new root" in srv.stderr_text(),

@@ -53,19 +53,7 @@ class Server(orcdtest.Orcd):
                 "idle_timeout 3s;\nheader_timeout 2s;\n%s"
                 % (SLOTS, BUF, extra))
         super().__init__(conf=conf, metrics=True)
-        self.env = env or {}
-
-    def start(self):
-        saved = {k: os.environ.get(k) for k in self.env}
-        os.environ.update(self.env)
-        try:
-            return super().start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        self.env = dict(env or {})
 
     def settled(self, base):
         """Slots, chains and fds back where they were when idle."""
