@@ -563,7 +563,9 @@ def main():
         man5 = one(dest, "**/share/man/man5/orcd.conf.5.gz")
         dropin = one(dest, "**/share/doc/orcd/examples/"
                            "bind-privileged-port.conf")
-        rule = one(dest, "**/etc/logrotate.d/orcd")
+        # logrotate reads /etc/logrotate.d only: the rule goes there
+        # whatever the prefix (not to /usr/local/etc/logrotate.d).
+        rule = one(dest, "etc/logrotate.d/orcd")
         everything = all((binary, conf, unit, man8, man5, dropin, rule))
         # The manifest lists paths as the target system sees them.
         with open(os.path.join(BUILD, "install_manifest.txt")) as f:
@@ -574,8 +576,10 @@ def main():
         case("binary, config, units, man pages, drop-in, logrotate rule "
              "installed", everything,
              "found sbin/orcd=%s conf=%s unit=%s man8=%s man5=%s dropin=%s "
-             "logrotate.d/orcd=%s"
-             % (binary, conf, unit, man8, man5, dropin, rule))
+             "/etc/logrotate.d/orcd=%s (logrotate.d/orcd anywhere: %s)"
+             % (binary, conf, unit, man8, man5, dropin, rule,
+                glob.glob(os.path.join(dest, "**/logrotate.d/orcd"),
+                          recursive=True)))
         if not everything:
             return 1
         # A second install keeps an edited configuration (as nginx's
@@ -638,6 +642,13 @@ def main():
                      ("io_uring_setup", "io_uring_enter",
                       "io_uring_register")),
              p.stdout + p.stderr)
+        # A listen on a specific address can be bound only once the
+        # network has configured it (EADDRNOTAVAIL before).
+        order = [(k, " ".join(unit_values(text, k)).split())
+                 for k in ("After", "Wants")]
+        case("After= and Wants= network-online.target",
+             all("network-online.target" in v for _, v in order),
+             "%r" % order)
         reloads = unit_values(text, "ExecReload")
         case("ExecReload= checks the file before it signals",
              len(reloads) == 2 and reloads[0].startswith(binary +
