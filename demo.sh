@@ -2,6 +2,7 @@
 # The main job: orcd serving the sample site while wrk drives it.
 #   ./demo.sh [options]          orcd on the patched kernel in QEMU, wrk on the host
 #   ./demo.sh --host [options]   orcd on this machine's kernel (quick)
+# Either prints wrk's result, then orcd's counters (its metrics page).
 # Options:
 #   --engine auto|specific|direct|epoll   (default specific in QEMU, auto on the host)
 #   --duration SECONDS                    wrk run time (default 10)
@@ -14,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-mode=qemu engine= duration=10 conns=64 file=/files/1k.bin port=8080 keep=0 chain=0
+mode=qemu engine='' duration=10 conns=64 file=/files/1k.bin port=8080 keep=0 chain=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--host) mode=host ;;
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
 	--port) port=$2; shift ;;
 	--keep) keep=1 ;;
 	--chain) chain=1 ;;
-	-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,16p' "$0"; exit 0 ;;
 	*) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -33,9 +34,11 @@ done
 
 if [ "$mode" = qemu ]; then
 	tests/install-deps.sh
+	more=()
+	[ "$keep" = 0 ] || more+=(--keep)
+	[ "$chain" = 0 ] || more+=(--chain)
 	exec tests/qemu/run-demo --engine "${engine:-specific}" --duration "$duration" \
-		--connections "$conns" --file "$file" --port "$port" \
-		$([ "$keep" = 1 ] && echo --keep) $([ "$chain" = 1 ] && echo --chain)
+		--connections "$conns" --file "$file" --port "$port" "${more[@]}"
 fi
 engine=${engine:-auto}
 cache=${ORCD_CACHE:-$HOME/.cache/orcd}
@@ -46,11 +49,16 @@ cmake --build build-release -j "$(nproc)" --target orcd >/dev/null
 site=$(tests/site/build.sh "$cache/site")
 
 url="http://127.0.0.1:$port$file"
-conf=conf/orcd.conf
-if [ "$chain" = 1 ]; then
-	conf=$cache/demo-chain.conf
-	{ cat conf/orcd.conf; echo 'stat_cache 0;'; } >"$conf"
-fi
+# The shipped configuration with the metrics page on, on a free loopback
+# port, for the counters the QEMU mode prints too (tests/qemu/run-demo).
+mport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+conf=$cache/demo-host.conf
+{
+	cat conf/orcd.conf
+	echo 'metrics on;'
+	echo "metrics_listen 127.0.0.1:$mport;"
+	if [ "$chain" = 1 ]; then echo 'stat_cache 0;'; fi
+} >"$conf"
 build-release/orcd --root "$site" --listen "127.0.0.1:$port" --engine "$engine" \
 	--threads 2 -c "$conf" &
 pid=$!
@@ -63,6 +71,18 @@ until curl -fsS -o /dev/null "$url"; do
 done
 echo "orcd (pid $pid) serves $site on http://127.0.0.1:$port/"
 wrk -t2 -c"$conns" -d"${duration}s" --latency "$url"
+# The series run-demo shows (its SHOWN), name and value, sorted by name.
+shown='orcd_info|orcd_requests_total|orcd_connections_accepted_total'
+shown+='|orcd_body_cache_hits_total|orcd_sendfile_bodies_total'
+shown+='|orcd_chains_submitted_total|orcd_chains_completed_total'
+shown+='|orcd_chains_in_flight_peak|orcd_slots_in_use|orcd_slots_peak'
+shown+='|orcd_slot_waits_total|orcd_ebusy_total|orcd_chain_outcomes_total'
+shown+='|orcd_submits_total'
+echo
+echo "orcd's counters:"
+curl -fsS "http://127.0.0.1:$mport/metrics" |
+	awk -v re="^($shown)" '$0 ~ re { v = $NF; sub(/ [^ ]*$/, "")
+		printf "  %-55s %s\n", $0, v }' | sort
 if [ "$keep" = 1 ]; then
 	echo "serving until Ctrl-C: http://127.0.0.1:$port/"
 	wait $pid
