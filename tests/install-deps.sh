@@ -10,7 +10,10 @@ set -euo pipefail
 build=(build-essential cmake pkg-config git clang libclang-rt-14-dev
        liburing-dev libev-dev libsystemd-dev libcmocka-dev media-types
        python3 curl)
-runtime=(wrk nginx lighttpd h2o strace gnuplot-nox systemd lintian logrotate)
+# man-db: `systemd-analyze verify` (tests/systemd, tests/package) runs man
+# for each Documentation=man: page, and a minimal image has no man.
+runtime=(wrk nginx lighttpd h2o strace gnuplot-nox systemd lintian logrotate
+         man-db)
 kernel=(linux-source-6.1 flex bison bc libelf-dev libssl-dev ccache cpio rsync
         xz-utils dwarves kmod qemu-system-x86 busybox-static)
 

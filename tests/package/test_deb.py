@@ -7,7 +7,8 @@ default, no -c); the installed binary serves a file on 127.0.0.1; the
 installed /etc/logrotate.d/orcd parses and rotates the access log where
 the unit's LogsDirectory= puts it; an edited conffile survives `dpkg -r`;
 `dpkg -P` leaves nothing behind, neither the package's files nor the logs
-and enablement links that running and enabling orcd make.
+and enablement links that running and enabling orcd make, nor a /var/www
+that postinst made.
 
 It installs into the real system (as CI does, root on Debian 12), so it skips
 where that could harm: not root, or an orcd package or any of its paths
@@ -46,6 +47,9 @@ UNITS = ("orcd.service", "orcd.socket", "orcd-metrics.socket")
 MAN = ("/usr/share/man/man8/orcd.8.gz", "/usr/share/man/man5/orcd.conf.5.gz")
 DOC = "/usr/share/doc/orcd"
 WWW = "/var/www/orcd"
+# postinst makes /var/www too where it is missing; a purge removes it again
+# while it is empty (conf/deb/postrm).
+WWW_PARENT = os.path.dirname(WWW)
 # Where LogsDirectory=orcd lands with DynamicUser=yes.
 LOGS = ("/var/log/private/orcd", "/var/log/orcd")
 # Paths this test must find absent before it installs anything.
@@ -253,23 +257,50 @@ def check_installed(work):
          "exit %s: %s" % (proc.returncode, out.decode(errors="replace")))
 
 
-def use_like_a_service():
-    """What enabling and running the service leave outside the file list."""
-    made = []
-    if shutil.which("systemctl"):
-        p = run(["systemctl", "enable"] + list(UNITS))
-        links = [t for t in traces() if t.startswith("/etc/systemd/system/")
-                 and os.path.islink(t)]
-        case("systemctl enable %s: %d links" % (" ".join(UNITS), len(links)),
-             p.returncode == 0 and len(links) == len(UNITS), p.stdout)
-    os.makedirs(LOGS[0], mode=0o755)
+def make_logs_dir(made):
+    """LOGS as systemd makes them for DynamicUser=yes + LogsDirectory=orcd:
+    /var/log/private root-only (0700; systemd refuses to run such a service
+    under a more permissive one), orcd's directory in it, /var/log/orcd a
+    link to that. What did not exist is appended to made, parents first."""
+    private = os.path.dirname(LOGS[0])
+    if not lexists(private):
+        os.mkdir(private, 0o700)
+        made.append(private)
+        os.chmod(private, 0o700)  # whatever the umask
+    os.mkdir(LOGS[0], 0o755)
     made.append(LOGS[0])
     with open(os.path.join(LOGS[0], "access.log"), "w") as f:
         f.write('127.0.0.1 - - [04/Dec/2026:00:00:00 +0000] "GET / HTTP/1.1" '
                 '200 0 "-" "-"\n')
     os.symlink("private/orcd", LOGS[1])
     made.append(LOGS[1])
-    return made
+
+
+def remove_made(made):
+    """Undo make_logs_dir where the purge did not: the logs and the link
+    wholly, a parent directory the test made only while it is empty."""
+    for p in reversed(made):
+        if os.path.islink(p):
+            os.unlink(p)
+        elif p in LOGS:
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                os.rmdir(p)
+            except OSError:
+                pass
+
+
+def use_like_a_service(made):
+    """What enabling and running the service leave outside the file list
+    (what the test itself made is appended to made)."""
+    if shutil.which("systemctl"):
+        p = run(["systemctl", "enable"] + list(UNITS))
+        links = [t for t in traces() if t.startswith("/etc/systemd/system/")
+                 and os.path.islink(t)]
+        case("systemctl enable %s: %d links" % (" ".join(UNITS), len(links)),
+             p.returncode == 0 and len(links) == len(UNITS), p.stdout)
+    make_logs_dir(made)
 
 
 def rotate(work):
@@ -290,7 +321,7 @@ def rotate(work):
                                        os.listdir(LOGS[0])))
 
 
-def remove_and_purge(before):
+def remove_and_purge(before, www_parent_before):
     files = run(["dpkg", "-L", "orcd"]).stdout.split()
     with open(CONF, "a") as f:
         f.write("# edited by tests/package/test_deb.py\n")
@@ -305,6 +336,9 @@ def remove_and_purge(before):
     left = [f for f in files if lexists(f) and not os.path.isdir(f)]
     left += [d for d in ("/etc/orcd", LOGROTATE, DOC, WWW)
              + LOGS if lexists(d)]
+    # /var/www, when postinst made it (it was not there before).
+    if not www_parent_before and lexists(WWW_PARENT):
+        left.append(WWW_PARENT)
     new = sorted(traces() - before)
     case("dpkg -P: nothing left (package files, logs, enablement links)",
          not left and not new and dpkg_status() == "",
@@ -331,6 +365,7 @@ def main():
         skip("the package's paths exist already: %s" % " ".join(there))
 
     before = traces()
+    www_parent_before = lexists(WWW_PARENT)
     work = tempfile.mkdtemp(prefix="orcd-deb-")
     made = []
     try:
@@ -343,21 +378,24 @@ def main():
             if case("dpkg -i %s" % os.path.basename(deb), p.returncode == 0,
                     p.stdout):
                 check_installed(work)
-                made = use_like_a_service()
+                use_like_a_service(made)
                 rotate(work)
-                remove_and_purge(before)
+                remove_and_purge(before, www_parent_before)
     finally:
         if dpkg_status():
             run(["dpkg", "-P", "orcd"])
         # The test's own traces (logs, enablement links), should the purge
-        # have failed to remove them.
-        for p in made + sorted(t for t in traces() - before
-                               if t.startswith("/etc/systemd/system/")
-                               and os.path.islink(t)):
-            if os.path.islink(p):
-                os.unlink(p)
-            else:
-                shutil.rmtree(p, ignore_errors=True)
+        # have failed to remove them, and an empty /var/www postinst made.
+        remove_made(made)
+        for p in sorted(t for t in traces() - before
+                        if t.startswith("/etc/systemd/system/")
+                        and os.path.islink(t)):
+            os.unlink(p)
+        if not www_parent_before:
+            try:
+                os.rmdir(WWW_PARENT)
+            except OSError:
+                pass
         shutil.rmtree(work, ignore_errors=True)
     print("%d passed, %d failed" % (results.count(True),
                                     results.count(False)))
