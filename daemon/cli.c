@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "config.h"
@@ -252,6 +253,25 @@ int cli_apply(const struct cli_opts *o, struct orcd_config *c, char *err,
 			return ret;
 	}
 	return 0;
+}
+
+int cli_pick_config(struct cli_opts *o, const char *default_file, char *err,
+		    size_t errcap)
+{
+	struct stat st;
+	int e;
+
+	if (o->config_file)
+		return 0;
+	if (lstat(default_file, &st) == 0) {
+		o->config_file = default_file;
+		return 0;
+	}
+	e = errno;
+	if (e == ENOENT)
+		return 0;
+	set_err(err, errcap, "%s: %s", default_file, strerror(e));
+	return -e;
 }
 
 void cli_usage(FILE *f)

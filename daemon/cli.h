@@ -13,7 +13,7 @@
 #define CLI_MAX_SET 64
 
 struct cli_opts {
-	const char *config_file; /* NULL: use ORCD_DEFAULT_CONF if it exists */
+	const char *config_file; /* NULL: none (see cli_pick_config) */
 	bool config_explicit;
 	bool check_config;
 	bool help;
@@ -37,6 +37,18 @@ int cli_parse(int argc, char **argv, struct cli_opts *o, char *err,
 /* Apply the overrides (a --listen list replaces the file's). */
 int cli_apply(const struct cli_opts *o, struct orcd_config *c, char *err,
 	      size_t errcap);
+
+/*
+ * Without -c, take default_file (main: ORCD_DEFAULT_CONF) if it exists.
+ * Decided once, at start-up: a reload reads the file start-up read, and
+ * fails if it has gone, rather than moving the server to the built-in
+ * defaults. Only a name that is not there means "no file"; one that
+ * cannot be looked at (EACCES, ENOTDIR on the way) is an error, and a
+ * dangling symlink is taken, to fail when it is read. Returns 0 or
+ * -errno with a message in err.
+ */
+int cli_pick_config(struct cli_opts *o, const char *default_file, char *err,
+		    size_t errcap);
 
 void cli_usage(FILE *f);
 

@@ -46,7 +46,8 @@ int main(int argc, char **argv)
 		printf("orcd %s\n", ORCD_VERSION);
 		return 0;
 	}
-	if (server_load_config(&o, &cfg, err, sizeof(err))) {
+	if (cli_pick_config(&o, ORCD_DEFAULT_CONF, err, sizeof(err)) ||
+	    server_load_config(&o, &cfg, err, sizeof(err))) {
 		fprintf(stderr, "orcd: %s\n", err);
 		return 1;
 	}

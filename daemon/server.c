@@ -43,8 +43,6 @@ int server_load_config(const struct cli_opts *o, struct orcd_config **out,
 		snprintf(err, cap, "out of memory");
 		return -ENOMEM;
 	}
-	if (!file && access(ORCD_DEFAULT_CONF, F_OK) == 0)
-		file = ORCD_DEFAULT_CONF;
 	e = file ? config_load_file(c, file, err, cap) : 0;
 	if (!e)
 		e = cli_apply(o, c, err, cap);
@@ -1271,6 +1269,11 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		log_msg(LOG_ERR, "%s", why);
 		goto out;
 	}
+	if (cfg->source)
+		log_msg(LOG_INFO, "using configuration %s", cfg->source);
+	else
+		log_msg(LOG_INFO, "using the built-in defaults: no -c and no %s",
+			ORCD_DEFAULT_CONF);
 	log_msg(LOG_INFO, "%s", why);
 	/* s->cfg says what runs, which a reload compares with: the engine
 	 * auto chose, not "auto". */

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "server.h"
 
 static struct cli_opts o;
 static char err[512];
@@ -322,6 +323,56 @@ static void test_overrides_beat_the_file(void **state)
 	config_free(c);
 }
 
+/* Without -c the default file is chosen once, and a reload (another
+ * server_load_config) reads that file or fails: it never falls back to
+ * the built-in defaults because the file went away. */
+static void test_default_file_chosen_once(void **state)
+{
+	char link[160], notdir[160];
+	struct orcd_config *c = NULL;
+
+	(void)state;
+	unlink(conf);
+	assert_int_equal(parse_v((const char *const[]){NULL}), 0);
+	assert_int_equal(cli_pick_config(&o, conf, err, sizeof(err)), 0);
+	assert_null(o.config_file);
+
+	write_conf("root /;\nindex from-default.html;\n");
+	assert_int_equal(cli_pick_config(&o, conf, err, sizeof(err)), 0);
+	assert_string_equal(o.config_file, conf);
+	assert_int_equal(server_load_config(&o, &c, err, sizeof(err)), 0);
+	assert_string_equal(c->index, "from-default.html");
+	config_free(c);
+	c = NULL;
+	assert_int_equal(unlink(conf), 0);
+	assert_int_not_equal(server_load_config(&o, &c, err, sizeof(err)), 0);
+	assert_null(c);
+	assert_non_null(strstr(err, conf));
+
+	/* -c wins over the default. */
+	write_conf("root /x;\n");
+	assert_int_equal(parse("-c", "/etc/a.conf"), 0);
+	assert_int_equal(cli_pick_config(&o, conf, err, sizeof(err)), 0);
+	assert_string_equal(o.config_file, "/etc/a.conf");
+
+	/* A name that cannot be looked at is an error, not "no file". */
+	snprintf(notdir, sizeof(notdir), "%s/orcd.conf", conf);
+	assert_int_equal(parse_v((const char *const[]){NULL}), 0);
+	assert_int_equal(cli_pick_config(&o, notdir, err, sizeof(err)),
+			 -ENOTDIR);
+	assert_non_null(strstr(err, notdir));
+	assert_null(o.config_file);
+
+	/* A dangling symlink is taken, to fail when it is read. */
+	snprintf(link, sizeof(link), "%s/link.conf", tmpdir);
+	assert_int_equal(symlink("nowhere.conf", link), 0);
+	assert_int_equal(cli_pick_config(&o, link, err, sizeof(err)), 0);
+	assert_string_equal(o.config_file, link);
+	assert_int_not_equal(server_load_config(&o, &c, err, sizeof(err)), 0);
+	assert_int_equal(unlink(link), 0);
+	unlink(conf);
+}
+
 static void test_apply_error_names_the_flag(void **state)
 {
 	struct cli_opts bad = {.n_set = 2};
@@ -370,6 +421,7 @@ int main(void)
 		cmocka_unit_test(test_bad_values_name_the_flag),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_overrides_beat_the_file),
+		cmocka_unit_test(test_default_file_chosen_once),
 		cmocka_unit_test(test_apply_error_names_the_flag),
 		cmocka_unit_test(test_usage),
 	};
