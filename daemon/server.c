@@ -695,6 +695,33 @@ static int drop_privileges(const struct orcd_config *c, char *err, size_t cap)
 	return 0;
 }
 
+/* The access log was opened before the drop; its reopen (SIGUSR1) runs
+ * as the user and creates the file in its directory. Where the user may
+ * not, each rotation would fail and the lines stay in the renamed file:
+ * say so at start-up rather than at the first rotation. */
+static void warn_unrotatable_log(const struct orcd_config *c)
+{
+	char dir[PATH_MAX];
+	const char *slash;
+
+	if ((!c->user && !c->group) || !c->access_log ||
+	    !strcmp(c->access_log, "-") || !strcmp(c->access_log, "stdout"))
+		return;
+	slash = strrchr(c->access_log, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s",
+			 slash == c->access_log ? 1 :
+						  (int)(slash - c->access_log),
+			 c->access_log);
+	if (access(dir, W_OK | X_OK) == 0)
+		return;
+	log_msg(LOG_WARNING,
+		"access_log %s: the user orcd runs as cannot create files in %s (%s): a reopen for rotation (SIGUSR1) will fail and lines stay in the renamed file; give the directory to the user, or rotate with copytruncate",
+		c->access_log, dir, strerror(errno));
+}
+
 static bool same_listeners(const struct orcd_config *a,
 			   const struct orcd_config *b)
 {
@@ -1265,6 +1292,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		log_msg(LOG_ERR, "%s", err);
 		goto out;
 	}
+	warn_unrotatable_log(cfg);
 	if (engine_select(cfg, &s.engine, why, sizeof(why))) {
 		log_msg(LOG_ERR, "%s", why);
 		goto out;

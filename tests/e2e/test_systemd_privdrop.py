@@ -196,6 +196,11 @@ def access_log_only_root_may_write():
                    b"/hello.txt" in open(srv.access_log, "rb").read(), 5,
                    "the request's line in the root-only access log")
         eq(os.stat(srv.access_log).st_uid, 0, "log created by root")
+        # Said at start-up, before any rotation:
+        check(re.search(r"access_log %s: the user orcd runs as cannot "
+                        r"create files in %s \(Permission denied\)"
+                        % (re.escape(srv.access_log), re.escape(logdir)),
+                        srv.stderr_text()), srv.stderr_text())
         # A rotation there needs a file nobody may not create: the reopen
         # fails, says which file and why, and lines go on to the old one.
         os.rename(srv.access_log, srv.access_log + ".1")
@@ -209,6 +214,38 @@ def access_log_only_root_may_write():
         wait_until(lambda: b"after-rotate" in
                    open(srv.access_log + ".1", "rb").read(), 5,
                    "lines going on to the renamed file")
+        srv.stop()
+    finally:
+        srv.cleanup()
+
+
+@orcdtest.case
+def access_log_in_the_users_directory_rotates():
+    # The way to rotate under `user`: the log's directory is the user's.
+    # No warning, and the reopen creates the new file as the user.
+    uid, gid = need_root()
+    srv = dropped_server(uid, gid)
+    try:
+        logdir = os.path.join(srv.tmp, "log")
+        os.mkdir(logdir, 0o700)
+        os.chown(logdir, uid, gid)
+        srv.access_log = os.path.join(logdir, "access.log")
+        srv.write_conf("user nobody;\ngroup nogroup;\n")
+        srv.start()
+        srv.get("/hello.txt", {"User-Agent": "before-rotate"})
+        wait_until(lambda: os.path.exists(srv.access_log) and
+                   b"before-rotate" in open(srv.access_log, "rb").read(), 5,
+                   "the request's line in the access log")
+        check("cannot create files" not in srv.stderr_text(),
+              srv.stderr_text())
+        os.rename(srv.access_log, srv.access_log + ".1")
+        srv.signal(signal.SIGUSR1)
+        srv.get("/hello.txt", {"User-Agent": "after-rotate"})
+        wait_until(lambda: os.path.exists(srv.access_log) and
+                   b"after-rotate" in open(srv.access_log, "rb").read(), 5,
+                   "the next line in the new file")
+        eq(os.stat(srv.access_log).st_uid, uid, "new log made by nobody")
+        check("failed" not in srv.stderr_text(), srv.stderr_text())
         srv.stop()
     finally:
         srv.cleanup()
