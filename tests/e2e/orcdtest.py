@@ -622,6 +622,42 @@ class Orcd:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def check_not_accepting(srv, what, wait=1.0):
+    """orcd was told to stop and still drains (the caller holds work in
+    flight that outlasts `wait`): a client that connects now must never
+    be accepted. Its listeners stay open until orcd exits, so the
+    kernel's backlog takes the connection, and nothing may come back to
+    it while orcd runs: no byte, and no close either (a stopping worker
+    that still accepted would close the connection at once). Through
+    QEMU's forwarder, which accepts for the guest and may have taken in
+    the whole of what held the drain, only no byte."""
+    try:
+        s = socket.create_connection(srv.addr, timeout=wait)
+    except OSError:
+        s = None  # refused: no listener left, so nothing accepted
+    got = None
+    if s is not None:
+        with s:
+            try:
+                s.sendall(build_request("GET", "/hello.txt"))
+                s.settimeout(wait)
+                got = s.recv(1)
+                got = "the answer %r..." % got if got else "a close"
+            except socket.timeout:
+                got = None
+            except ConnectionResetError:
+                got = "a reset"
+    if srv.forwarded:
+        check(got is None or got in ("a close", "a reset"),
+              "%s: a new client got %s while orcd drained" % (what, got))
+        return
+    check(srv.proc.poll() is None,
+          "%s: orcd exited within %.1fs: the drain did not outlast the "
+          "check" % (what, wait))
+    check(got is None, "%s: a client that connected while orcd drained "
+          "got %s within %.1fs: it was accepted" % (what, got, wait))
+
+
 _cases = []
 
 

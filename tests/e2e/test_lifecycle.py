@@ -238,8 +238,15 @@ def sigterm_drains_slow_download():
 
 @orcdtest.case
 def sigterm_stops_accepting_and_closes_idle():
+    # While orcd drains (a download its client does not read holds it),
+    # it closes idle connections and accepts no new one; once the
+    # download is taken, it exits and refuses connections.
     with Server() as srv:
         srv.start()
+        slow = srv.conn(rcvbuf=16384)
+        slow.send(build_request("GET", "/big.bin", {"Connection": "close"}))
+        r = slow.read_response(head_request=True)
+        eq(r.status, 200, "the download's status")
         idle = srv.conn()
         idle.send(build_request("GET", "/hello.txt"))
         eq(idle.read_response().status, 200, "keep-alive request")
@@ -248,6 +255,15 @@ def sigterm_stops_accepting_and_closes_idle():
         check(idle.closed_by_peer(10), "idle keep-alive connection not "
               "closed on SIGTERM")
         idle.close()
+        # The idle close says the stop has begun: from here on nothing
+        # is accepted, although the download still holds orcd.
+        orcdtest.check_not_accepting(srv, "after SIGTERM")
+        try:
+            slow.read_exact(int(r.header("content-length")))
+        except orcdtest.TestFailure as e:
+            raise orcdtest.TestFailure("download cut by SIGTERM: %s" % e)
+        check(slow.closed_by_peer(), "connection not closed after draining")
+        slow.close()
         srv.finish(10)
         check(time.monotonic() - t0 < 10, "SIGTERM took too long")
         try:

@@ -83,11 +83,15 @@ def sigterm_with_everything_in_flight_is_clean():
             c = srv.conn()
             c.send(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nX-A: ")
             conns.append(c)
-        for _ in range(8):
+        # Idle ones: sixteen, so that each worker surely holds some
+        # (two workers; SO_REUSEPORT spreads connections by a hash).
+        idle = []
+        for _ in range(16):
             c = srv.conn()
             c.send(build_request("GET", "/hello.txt"))
             c.read_response()
-            conns.append(c)
+            idle.append(c)
+        conns += idle
         for _ in range(4):
             c = srv.conn()
             c.send(build_request("GET", "/big.bin") * 3)
@@ -102,6 +106,12 @@ def sigterm_with_everything_in_flight_is_clean():
         t_term = time.monotonic()
         srv.signal(signal.SIGTERM)
         try:
+            # Every idle connection closed: every worker has begun its
+            # stop. The slow readers hold the drain for its 10 s, and
+            # meanwhile nothing new is accepted.
+            wait_until(lambda: all(c.closed_now() for c in idle), 10,
+                       "the idle connections to be closed")
+            orcdtest.check_not_accepting(srv, "while draining")
             srv.finish(60)  # exit status 0, no sanitizer report
         finally:
             stop.set()
@@ -179,6 +189,9 @@ def heads_half_in_at_sigterm_are_answered():
         srv.signal(signal.SIGTERM)
         wait_until(lambda: idle.closed_by_peer(0.1), 5,
                    "the idle connection to be closed")
+        # The stop has begun, and the stuck head holds orcd until its
+        # 408: a new client meanwhile is not accepted.
+        orcdtest.check_not_accepting(srv, "with heads half in")
         for name, c in (("fresh", fresh), ("kept-alive", kept)):
             # A request pipelined behind the head: never answered.
             c.send(b"\r\n" + build_request("GET", "/hello.txt"))
