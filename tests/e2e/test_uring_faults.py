@@ -13,8 +13,11 @@ keep-alive connections close to make room: between responses only.
 the body has exactly Content-Length bytes, and every byte comes from one
 version of the file. Each version is filled with a single byte value and
 versions only change their value through an atomic rename, so a body
-mixing two values, or one longer or shorter than its Content-Length, is
-a bug.
+mixing two values, one with a value no version of that file held, or
+one longer or shorter than its Content-Length, is a bug. Zeros (no
+version holds 0) are allowed only where Linux itself makes them: after
+the body's first byte, and in a response that a truncation of that file
+overlapped (read_checked says why).
 
 The epoll engine has no chains, slots or ring: the test skips there.
 """
@@ -54,6 +57,7 @@ class Server(orcdtest.Orcd):
                 % (SLOTS, BUF, extra))
         super().__init__(conf=conf, metrics=True)
         self.env = dict(env or {})
+        self.versions = Versions(self)
 
     def settled(self, base):
         """Slots, chains and fds back where they were when idle."""
@@ -150,9 +154,54 @@ class Stats:
             setattr(self, what, getattr(self, what) + 1)
 
 
-def read_checked(c, path, stats):
-    """One response on c; verify it. Returns False when the connection
-    is gone (closed mid-response is an allowed outcome; no answer in the
+class Versions:
+    """What each served file has held while it changed: the byte value
+    of every version written to it, and when it was truncated in place.
+    Both are noted before the change is made, so a body that shows a
+    change finds it here whatever the threads' timing."""
+
+    def __init__(self, srv):
+        self.srv = srv
+        self.lock = threading.Lock()
+        self.values = {}  # name: {byte value of each version}
+        self.cuts = {}    # name: [[start, end or None], ...] in order
+
+    def write(self, name, value, size):
+        with self.lock:
+            self.values.setdefault(name, set()).add(value)
+        write_version(self.srv.path(name), value, size)
+
+    def truncate(self, name, size):
+        span = [time.monotonic(), None]
+        with self.lock:
+            self.cuts.setdefault(name, []).append(span)
+        try:
+            os.truncate(self.srv.path(name), size)
+        finally:
+            with self.lock:
+                span[1] = time.monotonic()
+
+    def held(self, name):
+        with self.lock:
+            return set(self.values.get(name, ()))
+
+    def cut_between(self, name, t0, t1):
+        """Whether a truncation of name may have run between t0 and t1.
+        One thread truncates, so the spans end in order: the newest that
+        ended before t0 ends the search."""
+        with self.lock:
+            for start, end in reversed(self.cuts.get(name, ())):
+                if end is not None and end < t0:
+                    return False
+                if start <= t1:
+                    return True
+        return False
+
+
+def read_checked(srv, c, path, stats, sent):
+    """One response on c to a GET of path sent at `sent` (monotonic
+    seconds); verify it. Returns False when the connection is gone
+    (closed mid-response is an allowed outcome; no answer in the
     client's timeout, or a malformed one, is an error)."""
     try:
         r = c.read_response()
@@ -194,8 +243,22 @@ def read_checked(c, path, stats):
         stats.add("errors", "%s: %d body bytes, Content-Length %d"
                   % (path, len(r.body), cl))
         return False
+    name = path[1:]
     values = set(r.body) - {0}
+    if len(values) == 1 and not values <= srv.versions.held(name):
+        stats.add("errors", "%s: a body of byte %d, which no version of "
+                  "this file held (%s)" % (path, next(iter(values)),
+                                           sorted(srv.versions.held(name))))
+        return False
     if len(values) <= 1 and 0 in r.body:
+        if not values or r.body[0] == 0 or not srv.versions.cut_between(
+                name, sent, time.monotonic()):
+            stats.add("errors", "%s: %d of %d body bytes zero (from "
+                      "offset %d), not behind a version's byte in a "
+                      "response a truncation overlapped"
+                      % (path, r.body.count(0), len(r.body),
+                         r.body.index(0)))
+            return False
         # One version and zeros: Linux itself returns these. A read()
         # that races ftruncate() of the same inode can take i_size before
         # the truncate and copy the page after the truncate zeroed its
@@ -206,7 +269,10 @@ def read_checked(c, path, stats):
         # fault would look different: its send follows a read by
         # IOSQE_IO_LINK, so a read short of its length cancels the send,
         # and a buffer it reused holds other bytes than 0 (no version
-        # written here is 0).
+        # written here is 0). The zeros start past the truncation's new
+        # end, so behind at least one of the version's bytes (a
+        # truncation to 0 drops whole pages and zeroes none), and they
+        # come only while it runs: tests/soak's same() judges so too.
         stats.add("zeroed")
     elif len(values) > 1:
         # Say where and with what.
@@ -237,8 +303,9 @@ def client_loop(srv, names, stop, stats, seed):
                     if stop.is_set():
                         break
                     path = "/" + rnd.choice(names)
+                    sent = time.monotonic()
                     c.send(build_request("GET", path))
-                    if not read_checked(c, path, stats):
+                    if not read_checked(srv, c, path, stats, sent):
                         break
         except OSError as e:
             client_error(e, stats)
@@ -275,7 +342,8 @@ def mutator(srv, names, stop, seed):
             elif op == 1:
                 # Only ever shrink: extending would add zero bytes.
                 size = os.stat(path).st_size
-                os.truncate(path, min(size, rnd.randint(0, 3 * BUF)))
+                srv.versions.truncate(name,
+                                      min(size, rnd.randint(0, 3 * BUF)))
             elif op == 2:
                 # Grow in place with the byte the file already holds (an
                 # empty file has none: growing it would be a new version
@@ -287,10 +355,10 @@ def mutator(srv, names, stop, seed):
                         f.write(first * rnd.randint(1, 20 * BUF))
             else:
                 value = value % 250 + 1
-                write_version(path, value, rnd.randint(0, 30 * BUF))
+                srv.versions.write(name, value, rnd.randint(0, 30 * BUF))
         except FileNotFoundError:
             value = value % 250 + 1
-            write_version(path, value, rnd.randint(0, 30 * BUF))
+            srv.versions.write(name, value, rnd.randint(0, 30 * BUF))
         time.sleep(0.002)
 
 
@@ -327,7 +395,7 @@ def make_files(srv, n=8):
     names = []
     for i in range(n):
         name = "f%d.bin" % i
-        write_version(srv.path(name), 200 + i, (i + 1) * 7 * BUF // 2)
+        srv.versions.write(name, 200 + i, (i + 1) * 7 * BUF // 2)
         names.append(name)
     return names
 
@@ -357,8 +425,8 @@ def short_read_is_never_sent():
             while not stop.is_set():
                 for name in names:
                     size = rnd.choice((40 * BUF, BUF - 500))
-                    write_version(srv.path(name), rnd.randint(1, 250), size)
-                    os.truncate(srv.path(name), rnd.randint(0, size // 4))
+                    srv.versions.write(name, rnd.randint(1, 250), size)
+                    srv.versions.truncate(name, rnd.randint(0, size // 4))
         t = threading.Thread(target=truncator)
         t.start()
         try:
@@ -468,9 +536,10 @@ def refused_submits_lose_nothing():
             try:
                 with srv.conn(timeout=client_timeout(srv)) as c:
                     paths = ["/" + rnd.choice(names) for _ in range(4)]
+                    sent = time.monotonic()
                     c.send(b"".join(build_request("GET", p) for p in paths))
                     for p in paths:
-                        if not read_checked(c, p, stats):
+                        if not read_checked(srv, c, p, stats, sent):
                             break
             except OSError as e:
                 client_error(e, stats)
