@@ -3,6 +3,7 @@
  * openat2(2) with O_SPECIFIC_FD: the file is installed at exactly how.fd.
  */
 #include "fdcheck.h"
+#include "fifo_block.h"
 #include "probe.h"
 #include "specific_fd_abi.h"
 #include "tap.h"
@@ -15,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static int test_chosen_fd(void)
@@ -66,111 +65,33 @@ static int test_ebusy_open(void)
 	return TAP_PASS;
 }
 
-struct fifo_open {
-	const char *path;
-	int want;
-	int result;
-	int err;
-	pid_t tid;
-};
-
-static void *fifo_opener(void *p)
-{
-	struct fifo_open *a = p;
-
-	__atomic_store_n(&a->tid, gettid(), __ATOMIC_SEQ_CST);
-	a->err = 0;
-	int r = open_at_fd(a->path, O_RDONLY, a->want);
-
-	a->err = errno;
-	__atomic_store_n(&a->result, r, __ATOMIC_SEQ_CST);
-	return NULL;
-}
-
-/* Is thread @tid asleep inside openat2(2)? */
-static int blocked_in_openat2(pid_t tid)
-{
-	char path[64], buf[256];
-	FILE *f;
-	long nr = -1;
-	char state = '?';
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	f = fopen(path, "re");
-	if (f) {
-		if (fgets(buf, sizeof(buf), f)) {
-			char *p = strrchr(buf, ')');
-
-			if (p && p[1])
-				state = p[2];
-		}
-		fclose(f);
-	}
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &nr) != 1)
-		nr = -1;
-	fclose(f);
-	return state == 'S' && nr == SYS_openat2;
-}
-
 static int test_ebusy_reserved(void)
 {
-	struct fifo_open a = { .result = -2, .tid = 0 };
-	int done = 0;
-	struct timespec start, now;
-	char path[4200], c = 'x';
-	char *dir = make_tmpdir();
-	pthread_t th;
-	int fd, wr, blocked = 0;
+	struct fifo_block b;
+	char c = 'x';
+	int fd, wr;
 
-	CHECK(dir, "mkdtemp: %s", strerror(errno));
-	snprintf(path, sizeof(path), "%s/fifo", dir);
-	CHECK(mkfifo(path, 0600) == 0, "mkfifo: %s", strerror(errno));
-	a.path = path;
-	a.want = fd_lowest_free(50);
-	CHECK(pthread_create(&th, NULL, fifo_opener, &a) == 0, "pthread_create");
-
-	/* The FIFO open blocks until a writer comes: wait until it does. */
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	do {
-		pid_t tid = __atomic_load_n(&a.tid, __ATOMIC_SEQ_CST);
-
-		done = __atomic_load_n(&a.result, __ATOMIC_SEQ_CST) != -2;
-		if (tid && !done)
-			blocked = blocked_in_openat2(tid);
-		CHECK(blocked >= 0 || __atomic_load_n(&a.result, __ATOMIC_SEQ_CST) != -2,
-		      "cannot read /proc/self/task/%d/syscall", tid);
-		if (blocked < 0)
-			blocked = 0;
-		if (!blocked && !done)
-			usleep(1000);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (!blocked && !done && now.tv_sec - start.tv_sec < 20);
-	CHECK(blocked, "thread never blocked in openat2 (result %d: %s)",
-	      a.result, done ? strerror(a.err) : "still running");
+	if (fifo_block_start(&b, fd_lowest_free(50)))
+		return TAP_FAIL;
 
 	/* fd is reserved, not installed: not visible, but not free either */
-	CHECK(!fd_is_open(a.want), "reserved fd %d already installed", a.want);
-	fd = open_at_fd("/dev/null", O_RDONLY, a.want);
+	CHECK(!fd_is_open(b.want), "reserved fd %d already installed", b.want);
+	fd = open_at_fd("/dev/null", O_RDONLY, b.want);
 	CHECK(fd < 0 && errno == EBUSY,
-	      "openat2 at reserved fd %d returned %d (%s)", a.want, fd,
+	      "openat2 at reserved fd %d returned %d (%s)", b.want, fd,
 	      fd < 0 ? strerror(errno) : "success: fd handed out twice");
-	fd = dup2(1, a.want);
+	fd = dup2(1, b.want);
 	CHECK(fd < 0 && errno == EBUSY, "dup2 to reserved fd %d returned %d",
-	      a.want, fd);
+	      b.want, fd);
 
-	wr = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-	CHECK(wr >= 0, "open FIFO for writing: %s", strerror(errno));
-	pthread_join(th, NULL);
-	CHECK(a.result == a.want, "blocked openat2 returned %d (%s), wanted %d",
-	      a.result, a.result < 0 ? strerror(a.err) : "ok", a.want);
+	wr = fifo_block_finish(&b);
+	CHECK(wr >= 0, "no writer for the FIFO");
+	CHECK(b.result == b.want, "blocked openat2 returned %d (%s), wanted %d",
+	      b.result, b.result < 0 ? strerror(b.err) : "ok", b.want);
 	CHECK(write(wr, &c, 1) == 1, "write FIFO");
 	c = 0;
-	CHECK(read(a.want, &c, 1) == 1 && c == 'x', "read FIFO via fd %d",
-	      a.want);
+	CHECK(read(b.want, &c, 1) == 1 && c == 'x', "read FIFO via fd %d",
+	      b.want);
 	return TAP_PASS;
 }
 

@@ -4,6 +4,7 @@
  * input, -1 meaning lowest available for that end.
  */
 #include "fdcheck.h"
+#include "fifo_block.h"
 #include "probe.h"
 #include "specific_fd_abi.h"
 #include "tap.h"
@@ -133,6 +134,48 @@ static int test_named_end_first(void)
 	return check_pipe_works(fds[0], fds[1]);
 }
 
+/*
+ * An fd reserved by an openat2(2) that sleeps (a FIFO open with no writer)
+ * is counted open though nothing is installed: either end named there is
+ * EBUSY, the other end is not leaked, and the sleeping open still gets it.
+ */
+static int test_reserved_end_ebusy(void)
+{
+	int fr, count, r, wr, fds[2];
+	struct fifo_block b;
+
+	if (fifo_block_start(&b, fd_lowest_free(170)))
+		return TAP_FAIL;
+	fr = fd_lowest_free(b.want + 1);
+	count = fd_count();
+
+	fds[0] = b.want, fds[1] = fr;
+	r = pipe2(fds, O_SPECIFIC_FD);
+	CHECK(r < 0 && errno == EBUSY, "{reserved,free} gave %d (%s)", r,
+	      r < 0 ? strerror(errno) : "success: fd handed out twice");
+	CHECK(!fd_is_open(fr) && fd_count() == count, "free end %d leaked", fr);
+
+	fds[0] = fr, fds[1] = b.want;
+	r = pipe2(fds, O_SPECIFIC_FD);
+	CHECK(r < 0 && errno == EBUSY, "{free,reserved} gave %d (%s)", r,
+	      r < 0 ? strerror(errno) : "success: fd handed out twice");
+	CHECK(!fd_is_open(fr) && fd_count() == count, "free end %d leaked", fr);
+
+	/* the named end is reserved first, so the -1 end is never leaked */
+	fds[0] = -1, fds[1] = b.want;
+	r = pipe2(fds, O_SPECIFIC_FD);
+	CHECK(r < 0 && errno == EBUSY, "{-1,reserved} gave %d (%s)", r,
+	      r < 0 ? strerror(errno) : "success: fd handed out twice");
+	CHECK(fd_count() == count, "fd count changed: %d -> %d", count,
+	      fd_count());
+
+	wr = fifo_block_finish(&b);
+	CHECK(wr >= 0, "no writer for the FIFO");
+	CHECK(b.result == b.want, "blocked openat2 returned %d (%s), wanted %d",
+	      b.result, b.result < 0 ? strerror(b.err) : "ok", b.want);
+	return check_pipe_works(b.want, wr);
+}
+
 static int test_flags_combine(void)
 {
 	int r = fd_lowest_free(160), w = fd_lowest_free(r + 1);
@@ -229,6 +272,8 @@ static const struct tap_test tests[] = {
 	  HAVE_PIPE2_FD },
 	{ "{-1,Y} with Y the lowest free fd: the named end is reserved first",
 	  test_named_end_first, HAVE_PIPE2_FD },
+	{ "an fd reserved by a sleeping openat2 is EBUSY at either end",
+	  test_reserved_end_ebusy, HAVE_PIPE2_FD | HAVE_OPENAT2_FD },
 	{ "O_CLOEXEC and O_NONBLOCK combine with O_SPECIFIC_FD",
 	  test_flags_combine, HAVE_PIPE2_FD },
 	{ "an end at RLIMIT_NOFILE is EBADF, EFAULT for a bad array; nothing leaks",
@@ -244,6 +289,7 @@ int main(void)
 	static const struct tap_feature features[] = {
 		{ HAVE_PIPE2_FD, MISSING_PIPE2_FD },
 		{ HAVE_MIN_FD, MISSING_MIN_FD },
+		{ HAVE_OPENAT2_FD, MISSING_OPENAT2_FD },
 	};
 	unsigned int have;
 
