@@ -1118,8 +1118,18 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 			if (s->access_log)
 				reopen_access_log(s);
 			break;
+		case SIGUSR2:
+		case SIGWINCH:
+			/* nginx's binary upgrade and its "stop the workers":
+			 * one process here, so neither applies, and their
+			 * default actions would kill the server. */
+			log_msg(LOG_WARNING,
+				"%s ignored: orcd has no binary upgrade or worker processes to stop",
+				si.ssi_signo == SIGUSR2 ? "SIGUSR2" : "SIGWINCH");
+			break;
 		case SIGTERM:
 		case SIGINT:
+		case SIGQUIT:
 			if (!atomic_load(&s->stopping)) {
 				log_msg(LOG_NOTICE, "stopping: draining in-flight responses");
 				sd_notify(0, "STOPPING=1");
@@ -1236,6 +1246,11 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGUSR1);
+	/* nginx's graceful stop; the default action cuts every response and
+	 * drops the buffered log lines, with a core dump. */
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGWINCH);
 	/* Blocked before any thread exists, so only the signalfd sees them. */
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);

@@ -237,6 +237,32 @@ def sigterm_drains_slow_download():
 
 
 @orcdtest.case
+def sigquit_stops_gracefully_usr2_and_winch_are_ignored():
+    # nginx's signals, as its users send them: QUIT is its graceful stop;
+    # USR2 (binary upgrade) and WINCH (stop the worker processes) have no
+    # counterpart here, and their default actions would end orcd at once.
+    with Server() as srv:
+        srv.start()
+        for sig in (signal.SIGUSR2, signal.SIGWINCH):
+            srv.signal(sig)
+            wait_until(lambda: "%s ignored" % sig.name in srv.stderr_text(),
+                       5, "%s said" % sig.name)
+            eq(srv.get("/hello.txt").body, HELLO, "served after " + sig.name)
+        c = srv.conn(rcvbuf=16384)
+        c.send(build_request("GET", "/big.bin", {"Connection": "close"}))
+        r = c.read_response(head_request=True)
+        eq(r.status, 200, "the download's status")
+        srv.signal(signal.SIGQUIT)
+        wait_until(lambda: "stopping: draining" in srv.stderr_text(), 5,
+                   "the drain to begin")
+        got = c.read_exact(int(r.header("content-length")))
+        eq(len(got), os.path.getsize(srv.path("big.bin")),
+           "the download, whole")
+        c.close()
+        srv.finish(10)
+
+
+@orcdtest.case
 def sigterm_stops_accepting_and_closes_idle():
     # While orcd drains (a download its client does not read holds it),
     # it closes idle connections and accepts no new one; once the
