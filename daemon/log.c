@@ -59,6 +59,8 @@ struct access_log {
  * to a pipe only PIPE_BUF bytes are written in one piece. */
 #define BATCH_FILE (64u * 1024u)
 
+static void say_lost(struct access_log *l, const char *when);
+
 static int open_log_file(const char *path)
 {
 	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
@@ -103,10 +105,11 @@ int access_log_reopen(struct access_log *l)
 	fd = open_log_file(l->path);
 	if (fd < 0)
 		return fd;
-	/* dup2 swaps the file under the same number atomically: writers in
-	 * other threads never see a closed or half-reopened descriptor. */
+	/* dup3 swaps the file under the same number atomically: writers in
+	 * other threads never see a closed or half-reopened descriptor.
+	 * (dup2 would leave the number without FD_CLOEXEC.) */
 	pthread_mutex_lock(&l->lock);
-	if (dup2(fd, l->fd) < 0) {
+	if (dup3(fd, l->fd, O_CLOEXEC) < 0) {
 		int err = -errno;
 
 		pthread_mutex_unlock(&l->lock);
@@ -124,6 +127,9 @@ void access_log_close(struct access_log *l)
 {
 	if (!l)
 		return;
+	pthread_mutex_lock(&l->lock);
+	say_lost(l, "not said before");
+	pthread_mutex_unlock(&l->lock);
 	if (l->path)
 		close(l->fd);
 	pthread_mutex_destroy(&l->lock);
@@ -154,6 +160,20 @@ static void lost_lines(struct access_log *l, uint64_t n, int err)
 		"access log %s: write failed: %s; %llu lines lost (%llu in all)",
 		l->path ? l->path : "(stdout)", strerror(err),
 		(unsigned long long)(l->lost - l->reported),
+		(unsigned long long)l->lost);
+	l->reported = l->lost;
+}
+
+/* Lines lost after the last report, which the rate limit held back: said
+ * once a write lands again (no sooner than the limit allows) and at
+ * close, so that the count in all is never short. Under l->lock. */
+static void say_lost(struct access_log *l, const char *when)
+{
+	if (l->lost == l->reported)
+		return;
+	log_msg(LOG_ERR, "access log %s: %llu more lines lost, %s (%llu in all)",
+		l->path ? l->path : "(stdout)",
+		(unsigned long long)(l->lost - l->reported), when,
 		(unsigned long long)l->lost);
 	l->reported = l->lost;
 }
@@ -192,6 +212,8 @@ static void write_locked(struct access_log *l, const char *p, size_t n)
 		}
 	}
 	l->torn = false;
+	if (l->lost != l->reported && mono_ms() >= l->report_ms)
+		say_lost(l, "writes land again");
 }
 
 /* The workers' batches, one at a time. */

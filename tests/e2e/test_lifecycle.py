@@ -706,6 +706,14 @@ def access_log_write_failure_is_said_and_tears_no_line():
               % srv.stderr_text())
         eq(m.group(1), srv.access_log, "the log named")
         check(int(m.group(2)) >= 1, "lines lost")
+        # More lines lost while the limit holds, in later batches (a
+        # worker writes its lines within 1.5 s): the rate limit keeps
+        # them from the log for a minute, but they are said by the exit.
+        for j in range(10):
+            eq(srv.get("/hello.txt", {"User-Agent": "during-%d" % j}).status,
+               200, "status while the log is full")
+            time.sleep(0.15)
+        time.sleep(2)
         eq(os.path.getsize(srv.access_log), limit, "the log's size")
         with open(srv.access_log, "rb") as f:
             # Torn unless the limit happens to fall at a line's end.
@@ -723,6 +731,16 @@ def access_log_write_failure_is_said_and_tears_no_line():
         check(all(ln.count(" - - [") <= 1 for ln in bad),
               "the torn line stands alone: %r" % bad)
         srv.stop()
+        # Every line that never reached the file is counted: the last
+        # "in all" is what was sent less the whole lines the file holds.
+        ours = re.compile(r'"(before|during|after)-\d+"$')
+        landed = sum(1 for ln in log_lines(srv)
+                     if COMBINED.match(ln) and ours.search(ln))
+        in_all = [int(n) for n in re.findall(r"\((\d+) in all\)",
+                                             srv.stderr_text())]
+        check(in_all, "no count of lost lines: %r" % srv.stderr_text())
+        eq(in_all[-1], i + 10 + 3 - landed,
+           "lines lost in all, last said (%r)" % srv.stderr_text())
 
 
 # ---- resources ----
