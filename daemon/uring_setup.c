@@ -158,10 +158,13 @@ unsigned uring_ring_depth(const struct orcd_config *cfg)
 		while (d < cfg->accepts * 4u && d < 4096)
 			d <<= 1;
 	}
+	/* uring_ring_init asks for 4 CQEs per SQE, and the kernel takes
+	 * at most 65536 CQEs (IORING_MAX_CQ_ENTRIES; it rounds both up to
+	 * a power of two first): above 16384 every setup would fail. */
 	if (d < 8)
 		d = 8;
-	if (d > 32768)
-		d = 32768;
+	if (d > 16384)
+		d = 16384;
 	return d;
 }
 
@@ -445,26 +448,30 @@ static int specific_open_test(char *why, size_t cap)
 	struct orcd_open_how how = {
 		.flags = O_RDONLY | O_CLOEXEC | ORCD_O_SPECIFIC_FD,
 	};
-	int want = open("/dev/null", O_RDONLY | O_CLOEXEC), fd;
+	int want = open("/dev/null", O_RDONLY | O_CLOEXEC), fd, e;
 
 	if (want < 0) {
-		snprintf(why, cap, "open /dev/null: %s", strerror(errno));
-		return -errno;
+		e = errno;
+		snprintf(why, cap, "open /dev/null: %s", strerror(e));
+		return -e;
 	}
 	/* Move it up so the number we aim at is not also the lowest free
 	 * one (which a kernel ignoring the flag would hand out anyway). */
 	fd = fcntl(want, F_DUPFD_CLOEXEC, want + 7);
+	e = errno;
 	close(want);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		snprintf(why, cap, "no free fd above %d to open at: %s", want,
+			 strerror(e));
+		return -e;
+	}
 	want = fd;
 	close(want);
 	how.fd = (uint32_t)want;
 	fd = (int)syscall(SYS_openat2, AT_FDCWD, "/dev/null", &how,
 			  (size_t)ORCD_OPEN_HOW_SIZE_VER1);
 	if (fd < 0) {
-		int e = errno;
-
+		e = errno;
 		snprintf(why, cap, "openat2 O_SPECIFIC_FD: %s", strerror(e));
 		return -e;
 	}

@@ -513,6 +513,20 @@ def tiny_ring():
 
 
 @orcdtest.case
+def a_ring_asked_too_deep_is_held_to_what_the_kernel_takes():
+    """ORCD_URING_ENTRIES beyond 16384: the CQ ring (4 per SQE) would pass
+    the kernel's 65536 and every setup fail with EINVAL, which reads as
+    an old kernel; the depth is held to 16384 instead, and orcd serves."""
+    def body(srv):
+        names = make_files(srv, 2)
+        masks = re.findall(r"^SqMask:\s*(\S+)$", srv.ring_fdinfo(), re.M)
+        check(masks and all(int(m, 16) == 16383 for m in masks),
+              "orcd's rings are not 16384 entries: SqMask %s" % masks)
+        load(srv, names, clients=8, duration=1)
+    with_server(body, env={"ORCD_URING_ENTRIES": "40000"})
+
+
+@orcdtest.case
 def refused_submits_lose_nothing():
     """An 8-entry ring whose every second submit is refused, as the
     kernel refuses one while it holds overflowed CQEs: work that finds no
