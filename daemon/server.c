@@ -1341,10 +1341,14 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		goto out;
 	}
 	started = start_workers(&s, s.workers, s.n_workers, cfg);
-	if (started < s.n_workers)
+	if (started < s.n_workers) {
 		atomic_store(&s.stopping, true);
+		/* Only then: workers read n_workers while they set up (each
+		 * one's share of the fd limit and of specific's range), and
+		 * these are stopping anyway. */
+		s.n_workers = started;
+	}
 	/* READY=1 comes from main_loop once every worker's loop runs. */
-	s.n_workers = started;
 	wake_workers(&s);
 	rc = main_loop(&s, o, sig_fd, done_fd, m);
 	/* s.workers may be a later generation than the one started here. */
