@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "config.h"
 #include "conn_budget.h"
+#include "engine.h"
 #include "server.h"
 
 /* Started with fd 0, 1 or 2 closed, the server's next descriptor would
@@ -52,10 +53,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (o.check_config) {
+		const struct orcd_engine *engine;
 		struct conn_budget b;
 		char line[256];
 
 		if (config_check_start(cfg, err, sizeof(err))) {
+			fprintf(stderr, "orcd: %s\n", err);
+			config_free(cfg);
+			return 1;
+		}
+		/* The engine a start-up here would take: a named one the
+		 * kernel lacks is refused at start-up, so here too. */
+		if (engine_select(cfg, &engine, err, sizeof(err))) {
 			fprintf(stderr, "orcd: %s\n", err);
 			config_free(cfg);
 			return 1;

@@ -148,6 +148,49 @@ def check_config_bad_names_file_and_line():
 
 
 @orcdtest.case
+def check_config_refuses_the_engines_start_up_refuses():
+    # A named engine this kernel lacks fails start-up ("engine X
+    # unavailable"); --check-config, which ExecStartPre and ExecReload
+    # run, must say the same. Each engine is checked and started here,
+    # on this machine's kernel (in a guest run as well), and the two must
+    # agree, with start-up's reason.
+    with Server() as srv:
+        for engine in ("specific", "direct", "epoll"):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            args = ["-c", srv.conf_path, "--engine", engine, "--listen",
+                    "127.0.0.1:%d" % port, "--root", srv.root]
+            rc, out, err = run_bin(["--check-config"] + args)
+            errpath = os.path.join(srv.tmp, "start-%s.err" % engine)
+            with open(errpath, "wb") as ef:
+                p = subprocess.Popen([BIN] + args, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=ef)
+            try:
+                wait_until(lambda: p.poll() is not None or "serving" in
+                           open(errpath, errors="replace").read(), 20,
+                           "orcd --engine %s to serve or exit" % engine)
+            finally:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                p.wait(20)
+            started = open(errpath, errors="replace").read()
+            refused = re.search(r"engine %s unavailable: .*" % engine, started)
+            if refused:
+                eq(rc, 1, "--check-config --engine %s, which start-up "
+                   "refuses (%r): exit status (stderr %r)"
+                   % (engine, refused.group(0), err))
+                check(refused.group(0) in err, "--check-config --engine "
+                      "%s: %r lacks start-up's reason %r"
+                      % (engine, err, refused.group(0)))
+            else:
+                check("serving" in started, "orcd --engine %s neither "
+                      "served nor refused the engine: %r" % (engine, started))
+                eq(rc, 0, "--check-config --engine %s, which start-up "
+                   "takes: exit status (stderr %r)" % (engine, err))
+
+
+@orcdtest.case
 def bad_flags_exit_2_one_line():
     for args in (["--bogus"], ["-x"], ["--threads", "abc"],
                  ["--engine", "warp"], ["--listen", "nowhere:99999"],
