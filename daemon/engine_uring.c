@@ -295,8 +295,10 @@ static void listen_poll_done(struct ulisten *l, struct uring_worker *uw,
  * for a client in the backlog; when one waits, the oldest idle
  * connections close to make room (DESIGN.md 3, Exhaustion), a batch at a
  * time: accepts are armed again once their closes have given the slots
- * back. (A response waiting for a file slot needs no such help: the
- * files' reserve keeps chains, which are short, moving.)
+ * back. (Shedding idle connections cannot help a response waiting for
+ * a file slot: the files' reserve is held by chains, which keep their
+ * slot for the whole body, however slowly the client reads it. Such a
+ * wait ends at send_timeout with a 503: uchain_wait_expired.)
  */
 static void make_room(struct uring_worker *uw)
 {

@@ -40,6 +40,7 @@ enum h1_end {
 	H1_SENT,   /* every byte of head and body went out */
 	H1_REPLAN, /* nothing went out: the file is not what was planned */
 	H1_DENIED, /* nothing went out: the open was refused */
+	H1_BUSY,   /* nothing went out: no file slot came in time (503) */
 	H1_FAILED, /* broke off (client gone, timeout, file shrank): close */
 };
 

@@ -117,6 +117,9 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	       &t->slots_peak);
 	metric(&o, "slot_waits_total", "counter",
 	       "Times work waited for a free slot.", &t->slot_waits);
+	metric(&o, "slot_wait_timeouts_total", "counter",
+	       "Responses answered 503 because no file slot came within send_timeout.",
+	       &t->slot_wait_timeouts);
 	metric(&o, "ebusy_total", "counter",
 	       "Chosen fds found busy (must stay 0).", &t->ebusy);
 	metric(&o, "submits_total", "counter",

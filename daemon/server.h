@@ -36,6 +36,7 @@ struct orcd_stats {
 	_Atomic uint64_t slots_inuse;
 	_Atomic uint64_t slots_peak;
 	_Atomic uint64_t slot_waits;
+	_Atomic uint64_t slot_wait_timeouts; /* answered 503 for want of one */
 	_Atomic uint64_t chain_open_failed;
 	_Atomic uint64_t chain_short_read;
 	_Atomic uint64_t chain_send_error;

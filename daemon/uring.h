@@ -142,6 +142,7 @@ enum uafter {
 	AFTER_ABORT,	/* close the connection without more bytes */
 	AFTER_DENIED,	/* the open was refused (403): nothing sent yet */
 	AFTER_SENDFILE, /* the head is out: the kept body by sendfile */
+	AFTER_BUSY,	/* no file slot within send_timeout: nothing sent */
 };
 
 struct uconn {
@@ -430,6 +431,8 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 void uchain_respond(struct h1_conn *h, unsigned timeout_ms);
 void uchain_batch_done(struct uconn *c);
 void uchain_slot_ready(struct slot_waiter *wt);
+/* A respond's wait for a file slot outlived send_timeout. */
+void uchain_wait_expired(struct uconn *c);
 /* The drain bound passed: a respond waiting for a slot gives up. */
 void uchain_kill(struct uconn *c);
 /* Teardown: let go of a kept body a send still held. */

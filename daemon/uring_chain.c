@@ -303,7 +303,11 @@ void uchain_respond(struct h1_conn *h, unsigned timeout_ms)
 
 		uring_sync_slot_stats(uw);
 		if (slot < 0) {
+			/* A chain keeps its slot for its whole body, which a
+			 * slow reader stretches: the wait is bounded like a
+			 * send that moves nothing (uchain_wait_expired). */
 			c->state = CS_WAIT_SLOT;
+			tw_arm(&uw->tw, &c->timer, uw->now_ms + c->send_timeout_ms);
 			return;
 		}
 		c->file = slot;
@@ -316,6 +320,7 @@ void uchain_slot_ready(struct slot_waiter *wt)
 	struct uconn *c =
 		(struct uconn *)((char *)wt - offsetof(struct uconn, waiter));
 
+	tw_cancel(&c->uw->tw, &c->timer);
 	c->file = wt->slot;
 	chain_begin(c);
 }
@@ -430,6 +435,7 @@ static void act(struct uconn *c, enum uafter after)
 		[AFTER_REPLAN] = H1_REPLAN,
 		[AFTER_DENIED] = H1_DENIED,
 		[AFTER_ABORT] = H1_FAILED,
+		[AFTER_BUSY] = H1_BUSY,
 	};
 
 	c->after = AFTER_NONE;
@@ -542,6 +548,15 @@ void uchain_kill(struct uconn *c)
 		return;
 	slots_cancel_wait(&c->uw->slots, &c->waiter);
 	act(c, AFTER_ABORT);
+}
+
+void uchain_wait_expired(struct uconn *c)
+{
+	if (c->state != CS_WAIT_SLOT)
+		return;
+	slots_cancel_wait(&c->uw->slots, &c->waiter);
+	STAT_INC(c->uw->w, slot_wait_timeouts);
+	act(c, AFTER_BUSY);
 }
 
 /* Wait until the socket takes more, for send_timeout after the last

@@ -787,6 +787,10 @@ static void conn_timeout(struct uconn *c)
 			c->deferred_end = -ETIMEDOUT;
 		return;
 	}
+	if (c->state == CS_WAIT_SLOT) {
+		uchain_wait_expired(c);
+		return;
+	}
 	if (!c->pending || c->cancel_sent)
 		return;
 	if (c->state == CS_RECV)

@@ -527,6 +527,104 @@ def a_ring_asked_too_deep_is_held_to_what_the_kernel_takes():
 
 
 @orcdtest.case
+def a_response_waits_for_a_file_slot_no_longer_than_send_timeout():
+    """Every file slot held by downloads whose clients read slowly but
+    steadily (a chain keeps its slot for the whole body, and each
+    send's progress restarts its send_timeout): a request that then
+    needs a file waits at most send_timeout and is answered 503, the
+    connection left usable, rather than until a download ends."""
+    timeout = 2.0
+
+    def body(srv):
+        big = 32 << 20
+        srv.versions.write("dl.bin", 7, big)
+        # Slots 16 of which an eighth (2) is kept for files: 14
+        # connections fill the rest (fewer on specific, whose range also
+        # holds the fds open before it: an idle one is shed then).
+        conns = []
+        for _ in range(14):
+            c = srv.conn(timeout=15)
+            c.send(build_request("GET", "/hello.txt"))
+            eq(c.read_response().status, 200, "a keep-alive request")
+            conns.append(c)
+        conns = [c for c in conns if not c.closed_now()]
+        dls, got = [], {}
+        stop = threading.Event()
+        lock = threading.Lock()
+
+        def drip():
+            # About 2.5 MB/s each: steady progress, well within
+            # send_timeout per send, and 13 s for the whole file.
+            while not stop.is_set():
+                with lock:
+                    now = list(dls)
+                for d in now:
+                    d.sock.settimeout(0.05)
+                    try:
+                        got[d] = got.get(d, 0) + len(d.sock.recv(131072))
+                    except (socket.timeout, BlockingIOError):
+                        pass
+                time.sleep(0.05)
+        t = threading.Thread(target=drip)
+        t.start()
+        try:
+            # Downloads until one waits for a file slot: that one is
+            # the request under test.
+            waiter = None
+            for c in conns:
+                m0 = srv.metrics()
+                t0 = time.monotonic()
+                c.send(build_request("GET", "/dl.bin"))
+                c.sock.settimeout(1.0)
+                try:
+                    r = c.read_head()
+                except socket.timeout:
+                    waiter = c
+                    break
+                check(r is not None and r.status == 200,
+                      "a download's status: %r" % r)
+                with lock:
+                    dls.append(c)
+            check(waiter, "%d downloads, and none waited for a file slot"
+                  % len(dls))
+            waiter.sock.settimeout(15)
+            r = waiter.read_response()
+            took = time.monotonic() - t0
+            check(r is not None, "closed unanswered after %.1fs" % took)
+            eq(r.status, 503, "the waiting request's status after %.1fs "
+               "(download bytes read: %r)" % (took, list(got.values())))
+            check(timeout - 0.5 <= took <= timeout + 3,
+                  "answered after %.1fs, send_timeout is %.0fs"
+                  % (took, timeout))
+            m = srv.metrics()
+            eq(m["orcd_slot_wait_timeouts_total"]
+               - m0["orcd_slot_wait_timeouts_total"], 1,
+               "waits that ran out")
+            eq(m["orcd_chain_outcomes_total{cause=\"send_error\"}"]
+               - m0["orcd_chain_outcomes_total{cause=\"send_error\"}"], 0,
+               "downloads cut meanwhile (the drip was too slow)")
+            check(all(n < big for n in got.values()),
+                  "a download ended during the wait: %r" % got)
+        finally:
+            stop.set()
+            t.join()
+        # The connection goes on once a slot is free again.
+        for d in dls:
+            d.close()
+        orcdtest.wait_until(
+            lambda: srv.metrics()["orcd_chains_in_flight"] == 0, 10,
+            "the downloads' chains to end")
+        waiter.send(build_request("GET", "/hello.txt"))
+        eq(waiter.read_response().status, 200, "the next request on it")
+        for c in conns:
+            if c not in dls:
+                c.close()
+    # idle_timeout long: an idle connection's close frees a slot too.
+    with_server(body, extra="stat_cache 0;\nsend_timeout %ds;\n"
+                "idle_timeout 30s;\n" % timeout)
+
+
+@orcdtest.case
 def refused_submits_lose_nothing():
     """An 8-entry ring whose every second submit is refused, as the
     kernel refuses one while it holds overflowed CQEs: work that finds no
