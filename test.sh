@@ -64,10 +64,11 @@ run_ctest() {
 	# A test program that passes may still have skipped some of its
 	# cases ("ok - CASE # SKIP why"): name them, or they go unseen. (A
 	# program ctest counts as skipped, exit 77, says why the same way and
-	# is listed too.)
+	# is listed too.) The unit tests' cmocka says "[  SKIPPED ] name".
 	local cases
-	cases=$(grep -hE '^ok - .* # SKIP ' "$dir/Testing/Temporary/LastTest.log" \
-		2>/dev/null | sort -u)
+	cases=$(grep -hE '^ok - .* # SKIP |^\[  SKIPPED \] ' \
+		"$dir/Testing/Temporary/LastTest.log" 2>/dev/null |
+		grep -v 'test(s), listed below' | sort -u)
 	if [ -n "$cases" ]; then
 		case_skips+=("--- $name:" "$cases")
 		summary+=("$name: $(wc -l <<<"$cases") SKIP lines in the tests' output (listed above)")

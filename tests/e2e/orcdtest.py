@@ -661,9 +661,25 @@ def check_not_accepting(srv, what, wait=1.0):
 _cases = []
 
 
-def case(fn):
-    _cases.append(fn)
-    return fn
+def case(fn=None, engines=None):
+    """Register a case: `@case`, or `@case(engines=("direct", ...))`
+    for one that tests what only those engines have (slots, chains, a
+    ring). On another engine it does not run and is no skip: the runner
+    says so in a TAP comment, `# CASE: not for ENGINE`."""
+    def register(f):
+        f.engines = tuple(engines) if engines else None
+        _cases.append(f)
+        return f
+    return register(fn) if fn is not None else register
+
+
+def _applies(fn):
+    engines = getattr(fn, "engines", None)
+    if engines and ENGINE not in engines:
+        print("# %s: not for %s (%s only)" % (fn.__name__, ENGINE,
+                                               ", ".join(engines)))
+        return False
+    return True
 
 
 def run(server_factory=None):
@@ -677,6 +693,8 @@ def run(server_factory=None):
         srv.start()
         for fn in _cases:
             name = fn.__name__
+            if not _applies(fn):
+                continue
             try:
                 fn(srv)
                 passed += 1
@@ -731,6 +749,8 @@ def run_serverless():
     failed = passed = skipped = 0
     for fn in _cases:
         name = fn.__name__
+        if not _applies(fn):
+            continue
         try:
             fn()
             passed += 1

@@ -142,12 +142,10 @@ def busy_never_closed():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("direct", "specific"))
 def short_slots_close_idle():
     # Slots run short before max_connections does: three cold downloads
     # hold two slots each (socket and file), idle connections the rest.
-    if orcdtest.ENGINE == "epoll":
-        raise orcdtest.Skip("epoll has no slots")
     with Server(conf="slots 16;\nstat_cache 0;\n") as srv:
         stalls(srv)
         write_big(srv)
@@ -169,13 +167,11 @@ def short_slots_close_idle():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("epoll",))
 def short_fds_close_idle():
     # epoll's sockets are fds: when the open-file limit runs out before
     # max_connections, idle connections go first too. (The io_uring
     # engines' sockets are slots, and direct raises the limit.)
-    if orcdtest.ENGINE != "epoll":
-        raise orcdtest.Skip("sockets are slots on %s" % orcdtest.ENGINE)
     with Server() as srv:
         if srv.forwarded:
             raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
@@ -198,7 +194,7 @@ def short_fds_close_idle():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("epoll",))
 def files_find_a_descriptor_when_sockets_fill_the_limit():
     # epoll keeps part of its share of the fd limit for files: with the
     # stat cache holding large files open and every connection busy
@@ -206,8 +202,6 @@ def files_find_a_descriptor_when_sockets_fill_the_limit():
     # waiting, a finished request still opens its file. (Once the
     # sockets took every fd, and it was a 500; then the cache's open
     # files took the files' eighth, and it was a 503.)
-    if orcdtest.ENGINE != "epoll":
-        raise orcdtest.Skip("sockets are slots on %s" % orcdtest.ENGINE)
     limit = 128
     with Server(conf="header_timeout 30s;\nmax_connections 1000;\n") as srv:
         if srv.forwarded:
@@ -246,7 +240,7 @@ def files_find_a_descriptor_when_sockets_fill_the_limit():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("epoll",))
 def epoll_raises_its_limit_for_a_file_per_connection():
     # On epoll a download of a file the stat cache does not keep open
     # holds its fd to the end, beside its socket. orcd raised its soft
@@ -254,8 +248,6 @@ def epoll_raises_its_limit_for_a_file_per_connection():
     # files, so with max_connections slow downloads at once (and a hard
     # limit with room) the last ones were 503s. It now raises it for a
     # file per connection too.
-    if orcdtest.ENGINE != "epoll":
-        raise orcdtest.Skip("the io_uring engines count a download's slot")
     # Larger than a loopback socket's send buffer may grow to (tcp_wmem,
     # 4 MiB): each download stays in flight. Sparse.
     n, size = 400, 16 << 20
@@ -330,15 +322,13 @@ def kept_files_leave_room_under_the_fd_limit():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("direct", "specific"))
 def idle_connections_let_the_worker_sleep():
     # Idle keep-alive connections' 60 s timers sit in the timer wheel's
     # slots for several turns. Each time the wheel came round to one, the
     # io_uring loop waited 0 ms from that slot's tick start to its end:
     # it spun (300 idle connections held a worker at 37% of a CPU). With
     # nothing due, it may wake about once a second (the heartbeat).
-    if orcdtest.ENGINE == "epoll":
-        raise orcdtest.Skip("epoll's timers are libev's")
     with Server(conf="idle_timeout 60s;\n", metrics=True) as srv:
         srv.start()
         n = 20 if srv.forwarded else 200
@@ -401,14 +391,12 @@ def contradiction_said_once():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("direct", "specific"))
 def budget_line_names_the_slots_workers_have():
     # direct's registered table may not outgrow RLIMIT_NOFILE: with a
     # hard limit of 256, slots 4096 are 256 per worker, which do not hold
     # 1000 connections, and the line says so with the 256 the workers
     # have (it once named slots 4096, which hold 1000: no line at all).
-    if orcdtest.ENGINE == "epoll":
-        raise orcdtest.Skip("epoll has no slots")
     limit = 256
     line = ("max_connections 1000 does not fit slots %d (a connection "
             "takes a slot, a download a second one, and %d stay for "
@@ -434,7 +422,7 @@ def budget_line_names_the_slots_workers_have():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("direct",))
 def kept_socket_fds_leave_half_the_fd_limit():
     # direct keeps a connection's socket installed as an fd after a
     # sendfile body (6.8+), at most 256 per worker, and fewer when
@@ -443,8 +431,6 @@ def kept_socket_fds_leave_half_the_fd_limit():
     # for sockets (uring_kept_fds). One worker under a hard limit of 400:
     # 200, of which 100 for sockets; the connections beyond send from the
     # mapping, with no fd.
-    if orcdtest.ENGINE != "direct":
-        raise orcdtest.Skip("only direct installs its sockets as fds")
     if tuple(int(x) for x in
              os.uname().release.split("-")[0].split(".")[:2]) < (6, 8):
         raise orcdtest.Skip("IORING_OP_FIXED_FD_INSTALL needs Linux 6.8")

@@ -119,7 +119,7 @@ def engine_auto_is_the_engine_it_chose():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("specific",))
 def refused_listen_change_compares_with_what_runs():
     # specific reserves its fd ranges once, for one set of workers, so a
     # reload cannot start workers for new listen addresses: it says so
@@ -127,8 +127,6 @@ def refused_listen_change_compares_with_what_runs():
     # to say (once the installed config named the refused address, and
     # that reload warned again).
     with Server() as srv:
-        if srv.engine != "specific":
-            raise orcdtest.Skip("the other engines start new workers")
         srv.start()
         running = srv.port
         refused = "listen addresses change on restart"
@@ -170,7 +168,7 @@ def lowered_max_header_bytes_answers_431():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("epoll", "direct"))
 def listen_change_frees_the_old_address_at_once():
     # The previous workers drain a slow download, but the address the
     # reload removed is closed as soon as they accept no more: a client
@@ -179,8 +177,6 @@ def listen_change_frees_the_old_address_at_once():
     # starts workers whose peaks are their own, not the sum of every
     # generation's.
     with Server(metrics=True) as srv:
-        if srv.engine == "specific":
-            raise orcdtest.Skip("specific keeps its listen addresses")
         if srv.forwarded:
             raise orcdtest.Skip("the guest's forwarded ports are fixed")
         srv.write_file("big.bin", b"b" * (32 << 20))
@@ -238,7 +234,7 @@ def other_root(srv):
     return other
 
 
-@orcdtest.case
+@orcdtest.case(engines=("epoll", "direct"))
 def new_workers_serve_the_new_configuration_at_once():
     # A reload that changes listen starts workers with the new
     # configuration. They were woken before the main thread published
@@ -247,8 +243,6 @@ def new_workers_serve_the_new_configuration_at_once():
     # address answered from the old root. ORCD_TEST_RELOAD_PAUSE_MS
     # holds the main thread just after the new workers go.
     with Server() as srv:
-        if srv.engine == "specific":
-            raise orcdtest.Skip("specific keeps its listen addresses")
         if srv.forwarded:
             raise orcdtest.Skip("the guest's forwarded ports are fixed")
         other = other_root(srv)
@@ -296,7 +290,7 @@ def a_worker_that_cannot_take_the_new_root_tries_again():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("direct",))
 def drain_cut_mid_download_closes_the_chains_file():
     # A retired generation's drain is bounded (10 s). When it ran out
     # just as a chunk of a chained download had gone out, the chain's
@@ -304,10 +298,6 @@ def drain_cut_mid_download_closes_the_chains_file():
     # given back, nor the chain counted as completed.
     import threading
     with Server(conf="stat_cache 0;\n", metrics=True) as srv:
-        if srv.engine == "epoll":
-            raise orcdtest.Skip("no chains on epoll")
-        if srv.engine == "specific":
-            raise orcdtest.Skip("specific keeps its listen addresses")
         if srv.forwarded:
             raise orcdtest.Skip("the guest's forwarded ports are fixed")
         with open(srv.path("huge.bin"), "wb") as f:
@@ -354,7 +344,7 @@ def drain_cut_mid_download_closes_the_chains_file():
         srv.stop()
 
 
-@orcdtest.case
+@orcdtest.case(engines=("epoll", "direct"))
 def workers_that_cannot_start_leave_the_old_ones_serving():
     # A reload to more listen addresses whose workers cannot start (the
     # fd limit lowered under the running server) fails as a whole: the
@@ -363,8 +353,6 @@ def workers_that_cannot_start_leave_the_old_ones_serving():
     # server then stopped: exit 1.)
     import resource
     with Server() as srv:
-        if srv.engine == "specific":
-            raise orcdtest.Skip("specific keeps its listen addresses")
         if srv.forwarded:
             raise orcdtest.Skip("orcd runs elsewhere: its limit is not ours")
         srv.start()

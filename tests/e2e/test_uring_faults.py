@@ -19,8 +19,11 @@ version holds 0) are allowed only where Linux itself makes them: after
 the body's first byte, and in a response that a truncation of that file
 overlapped (read_checked says why).
 
-The epoll engine has no chains, slots or ring: the test skips there.
+The epoll engine has no chains, slots or ring: CMake registers this
+program for the io_uring engines only (the line below), and run by hand
+on epoll every case skips.
 """
+# e2e engines: direct specific
 
 import os
 import random
