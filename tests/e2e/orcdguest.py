@@ -18,8 +18,10 @@ import itertools
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
+import tempfile
 import time
 
 AGENT_PORT = int(os.environ.get("ORCD_GUEST_AGENT", "0") or 0)
@@ -208,5 +210,26 @@ def install(orcdtest):
                 raise orcdtest.TestFailure("fd count in the guest: " + out)
             return int(out.strip())
 
+    def run_orcd(args, timeout=20):
+        """The guest's orcd run once (--check-config, --version): its
+        exit status, stdout and stderr, through files in the shared
+        folder."""
+        d = tempfile.mkdtemp(prefix="orcd-run-")
+        out, err = os.path.join(d, "out"), os.path.join(d, "err")
+        try:
+            rc, text = agent(" ".join(shlex.quote(str(a)) for a in
+                                      [GUEST_BIN] + [widen(a) for a in args])
+                             + " </dev/null >%s 2>%s"
+                             % (shlex.quote(out), shlex.quote(err)),
+                             timeout=timeout + 30)
+            with open(out, "rb") as f:
+                o = f.read().decode("utf-8", "replace")
+            with open(err, "rb") as f:
+                e = f.read().decode("utf-8", "replace")
+            return rc, o, e
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
     orcdtest.Orcd = GuestOrcd
     orcdtest.free_port = guest_free_port
+    orcdtest.run_orcd = run_orcd

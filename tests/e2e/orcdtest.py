@@ -334,6 +334,17 @@ def build_request(method, path, headers=None, version="1.1", host=True):
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+def run_orcd(args, timeout=20):
+    """orcd run once with args (--check-config, --version...) where the
+    suite's orcd runs (orcdguest: in the guest, whose kernel decides what
+    an engine probe finds): (exit status, stdout, stderr)."""
+    p = subprocess.run([BIN] + [str(a) for a in args],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    return (p.returncode, p.stdout.decode("utf-8", "replace"),
+            p.stderr.decode("utf-8", "replace"))
+
+
 class Orcd:
     """A running orcd (or a remote one when ORCD_REMOTE is set)."""
 

@@ -10,7 +10,6 @@ import resource
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
 
@@ -369,12 +368,11 @@ def contradiction_said_once():
                   "at most 112 connections per worker" in lines[0],
                   "budget line: %r" % lines[0])
         # --check-config says the same where the engine may use slots.
-        chk = subprocess.run([orcdtest.BIN, "-c", srv.conf_path,
-                              "--check-config"], capture_output=True,
-                             text=True, timeout=30)
-        eq(chk.returncode, 0, "--check-config exit status")
-        eq(BUDGET_LINE in chk.stderr, orcdtest.ENGINE != "epoll",
-           "--check-config warning (stderr %r)" % chk.stderr)
+        rc, out, err = orcdtest.run_orcd(["-c", srv.conf_path,
+                                          "--check-config"], timeout=30)
+        eq(rc, 0, "--check-config exit status (stderr %r)" % err)
+        eq(BUDGET_LINE in err, orcdtest.ENGINE != "epoll",
+           "--check-config warning (stderr %r)" % err)
         srv.stop()
     # The default max_connections within small slots is no contradiction;
     # a reload that sets one beyond them says so (it applies on reload).

@@ -8,15 +8,15 @@ import calendar
 import errno
 import os
 import re
+import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 
 import orcdtest
-from orcdtest import BIN, build_request, check, eq, wait_until
+from orcdtest import build_request, check, eq, wait_until
 
 HELLO = b"hello, world\n"
 
@@ -29,11 +29,8 @@ COMBINED = re.compile(
 
 
 def run_bin(args, timeout=20):
-    p = subprocess.run([BIN] + list(args), stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=timeout)
-    return (p.returncode, p.stdout.decode("utf-8", "replace"),
-            p.stderr.decode("utf-8", "replace"))
+    """orcd run once, where the suite's orcd runs (orcdtest.run_orcd)."""
+    return orcdtest.run_orcd(args, timeout)
 
 
 Server = orcdtest.Server
@@ -80,6 +77,10 @@ def shipped_config_validates():
     check(os.path.exists(shipped), "no %s: is ORCD_SOURCE_DIR the source "
           "tree?" % shipped)
     with Server() as srv:
+        # A copy in the test's folder, which a guest run shares with
+        # the guest (the source tree it does not).
+        shutil.copy(shipped, os.path.join(srv.tmp, "shipped.conf"))
+        shipped = os.path.join(srv.tmp, "shipped.conf")
         rc, out, err = run_bin(["--check-config", "-c", shipped, "--root",
                                 srv.root, "--listen",
                                 "127.0.0.1:%d" % srv.port])
@@ -151,31 +152,20 @@ def check_config_bad_names_file_and_line():
 def check_config_refuses_the_engines_start_up_refuses():
     # A named engine this kernel lacks fails start-up ("engine X
     # unavailable"); --check-config, which ExecStartPre and ExecReload
-    # run, must say the same. Each engine is checked and started here,
-    # on this machine's kernel (in a guest run as well), and the two must
+    # run, must say the same. Each engine is checked and started on the
+    # kernel orcd runs on (the guest's, in a guest run), and the two must
     # agree, with start-up's reason.
-    with Server() as srv:
-        for engine in ("specific", "direct", "epoll"):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            args = ["-c", srv.conf_path, "--engine", engine, "--listen",
-                    "127.0.0.1:%d" % port, "--root", srv.root]
-            rc, out, err = run_bin(["--check-config"] + args)
-            errpath = os.path.join(srv.tmp, "start-%s.err" % engine)
-            with open(errpath, "wb") as ef:
-                p = subprocess.Popen([BIN] + args, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=ef)
+    for engine in ("specific", "direct", "epoll"):
+        with Server(engine=engine) as srv:
+            rc, out, err = run_bin(["--check-config", "-c", srv.conf_path])
             try:
-                wait_until(lambda: p.poll() is not None or "serving" in
-                           open(errpath, errors="replace").read(), 20,
-                           "orcd --engine %s to serve or exit" % engine)
-            finally:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-                p.wait(20)
-            started = open(errpath, errors="replace").read()
-            refused = re.search(r"engine %s unavailable: .*" % engine, started)
+                srv.start()
+                refused = None
+            except orcdtest.TestFailure as e:
+                refused = re.search(r"engine %s unavailable: [^\n]*"
+                                    % engine, srv.stderr_text())
+                check(refused, "orcd --engine %s neither served nor "
+                      "refused the engine: %s" % (engine, e))
             if refused:
                 eq(rc, 1, "--check-config --engine %s, which start-up "
                    "refuses (%r): exit status (stderr %r)"
@@ -184,10 +174,9 @@ def check_config_refuses_the_engines_start_up_refuses():
                       "%s: %r lacks start-up's reason %r"
                       % (engine, err, refused.group(0)))
             else:
-                check("serving" in started, "orcd --engine %s neither "
-                      "served nor refused the engine: %r" % (engine, started))
                 eq(rc, 0, "--check-config --engine %s, which start-up "
                    "takes: exit status (stderr %r)" % (engine, err))
+                srv.stop()
 
 
 @orcdtest.case
