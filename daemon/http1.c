@@ -535,27 +535,18 @@ static void responded(struct h1_conn *c, enum h1_end end)
 	case H1_DENIED:
 		/* The plan looked the file up with O_PATH, which needs no
 		 * read permission: only the transfer's open finds out. */
-		if (c->have_req) {
-			if (hw->stopping)
-				c->req.keep_alive = false;
-			drop_fd(c->resp);
-			answer(c, respond_status(&c->req, 403, &hw->clock,
-						 c->resp->buf, c->resp->cap,
-						 &c->resp->plan));
-			return;
-		}
-		break;
 	case H1_BUSY:
-		/* No file for send_timeout: as epoll's EMFILE, a 503 the
-		 * client may retry, on this connection (the error page
+		/* No file slot for send_timeout: as epoll's EMFILE, a 503
+		 * the client may retry on this connection (the error page
 		 * needs no file). */
 		if (c->have_req) {
 			if (hw->stopping)
 				c->req.keep_alive = false;
 			drop_fd(c->resp);
-			answer(c, respond_status(&c->req, 503, &hw->clock,
-						 c->resp->buf, c->resp->cap,
-						 &c->resp->plan));
+			answer(c, respond_status(&c->req,
+						 end == H1_DENIED ? 403 : 503,
+						 &hw->clock, c->resp->buf,
+						 c->resp->cap, &c->resp->plan));
 			return;
 		}
 		break;

@@ -4,9 +4,7 @@ dot segments that never leave the root, NUL and control bytes, dotfiles,
 symlinks inside and out of the root, index files and directory
 redirects."""
 
-import grp
 import os
-import pwd
 import sys
 
 import orcdtest
@@ -356,29 +354,12 @@ def fifo_does_not_block(srv):
     eq(get_raw_target(srv, "/hello.txt").status, 200, "after the FIFO")
 
 
-def unprivileged_conf():
-    """Config that has orcd run unprivileged: as root, `user nobody`
-    (root reads any file); otherwise orcd already is. (As
-    test_special_files has it.)"""
-    if orcdtest.Orcd.forwarded:
-        # The guest's initramfs has no such accounts.
-        raise orcdtest.Skip("orcd runs in the guest, as root, alone")
-    if os.geteuid() != 0:
-        return ""
-    try:
-        pwd.getpwnam("nobody")
-        grp.getgrnam("nogroup")
-    except KeyError as e:
-        raise orcdtest.Skip("running as root, no nobody/nogroup: %s" % e)
-    return "user nobody;\ngroup nogroup;\n"
-
-
 @orcdtest.case
 def unreadable_file_403(srv):
     # A file orcd may not read is 403, its bytes never sent, with the
     # stat cache and without (epoll's plan then opens it itself). Root
     # reads any file: an orcd of its own runs as nobody then.
-    user = unprivileged_conf()
+    user = orcdtest.unprivileged_conf()
     for what, conf in (("stat cache", ""), ("stat_cache 0",
                                             "stat_cache 0;\n")):
         with orcdtest.Server(conf=user + conf) as own:

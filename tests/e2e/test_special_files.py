@@ -12,9 +12,7 @@ nothing: a socket (ENXIO) is 404, a directory orcd may search but not
 read (0711, EACCES) is still redirected and its index served. Each case
 starts its own orcd; the mount cases need root."""
 
-import grp
 import os
-import pwd
 import socket
 import stat
 import subprocess
@@ -90,28 +88,12 @@ def socket_file_answers_404():
             srv.stop()
 
 
-def unprivileged_conf():
-    """Config that has orcd run unprivileged: as root, `user nobody`
-    (root reads any directory); otherwise orcd already is."""
-    if orcdtest.Orcd.forwarded:
-        # The guest's initramfs has no such accounts.
-        raise orcdtest.Skip("orcd runs in the guest, as root, alone")
-    if os.geteuid() != 0:
-        return ""
-    try:
-        pwd.getpwnam("nobody")
-        grp.getgrnam("nogroup")
-    except KeyError as e:
-        raise orcdtest.Skip("running as root, no nobody/nogroup: %s" % e)
-    return "user nobody;\ngroup nogroup;\n"
-
-
 @orcdtest.case
 def search_only_directory_serves_its_index():
     # nginx: `GET /priv` 301, `GET /priv/` its index. A 0711 directory
     # (0111 when orcd runs as its owner) refuses an open for reading
     # with EACCES, which without the stat cache was answered 403.
-    user = unprivileged_conf()
+    user = orcdtest.unprivileged_conf()
     for what, conf in CACHE_CONFS:
         with Server(conf=user + conf) as srv:
             for d in (srv.tmp, srv.root):

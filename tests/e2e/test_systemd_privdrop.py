@@ -178,6 +178,17 @@ def files_only_root_can_read_are_refused():
         srv.cleanup()
 
 
+def log_in_own_dir(srv, uid, gid):
+    """srv's access log in a directory of its own (0700, owned by
+    uid:gid), the config rewritten for it; the directory."""
+    logdir = os.path.join(srv.tmp, "log")
+    os.mkdir(logdir, 0o700)
+    os.chown(logdir, uid, gid)
+    srv.access_log = os.path.join(logdir, "access.log")
+    srv.write_conf("user nobody;\ngroup nogroup;\n")
+    return logdir
+
+
 @orcdtest.case
 def access_log_only_root_may_write():
     # The access log is opened as root, before the drop, like the
@@ -186,10 +197,7 @@ def access_log_only_root_may_write():
     uid, gid = need_root()
     srv = dropped_server(uid, gid)
     try:
-        logdir = os.path.join(srv.tmp, "log")
-        os.mkdir(logdir, 0o700)
-        srv.access_log = os.path.join(logdir, "access.log")
-        srv.write_conf("user nobody;\ngroup nogroup;\n")
+        logdir = log_in_own_dir(srv, 0, 0)
         srv.start()
         eq(srv.get("/hello.txt").body, HELLO, "served after the drop")
         wait_until(lambda: os.path.exists(srv.access_log) and
@@ -226,11 +234,7 @@ def access_log_in_the_users_directory_rotates():
     uid, gid = need_root()
     srv = dropped_server(uid, gid)
     try:
-        logdir = os.path.join(srv.tmp, "log")
-        os.mkdir(logdir, 0o700)
-        os.chown(logdir, uid, gid)
-        srv.access_log = os.path.join(logdir, "access.log")
-        srv.write_conf("user nobody;\ngroup nogroup;\n")
+        log_in_own_dir(srv, uid, gid)
         srv.start()
         srv.get("/hello.txt", {"User-Agent": "before-rotate"})
         wait_until(lambda: os.path.exists(srv.access_log) and

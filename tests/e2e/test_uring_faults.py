@@ -501,15 +501,20 @@ def more_requests_than_slots():
           % (stats[0].between, m["orcd_idle_closed_total"]))
 
 
+def check_ring_entries(srv, n):
+    """Every ring of orcd's has n SQ entries (its fdinfo's SqMask)."""
+    masks = re.findall(r"^SqMask:\s*(\S+)$", srv.ring_fdinfo(), re.M)
+    check(masks and all(int(m, 16) == n - 1 for m in masks),
+          "orcd's rings are not %d entries: SqMask %s" % (n, masks))
+
+
 @orcdtest.case
 def tiny_ring():
     """8 SQ entries, 32 CQ entries: chains must not be split across
     submissions and overflowed CQEs must not be lost."""
     def body(srv):
         names = make_files(srv, 6)
-        masks = re.findall(r"^SqMask:\s*(\S+)$", srv.ring_fdinfo(), re.M)
-        check(masks and all(int(m, 16) == 7 for m in masks),
-              "orcd's rings are not 8 entries: SqMask %s" % masks)
+        check_ring_entries(srv, 8)
         load(srv, names, clients=32, duration=3)
     with_server(body, extra="slots 256;\naccepts 16;\n",
                 env={"ORCD_URING_ENTRIES": "8"})
@@ -522,9 +527,7 @@ def a_ring_asked_too_deep_is_held_to_what_the_kernel_takes():
     an old kernel; the depth is held to 16384 instead, and orcd serves."""
     def body(srv):
         names = make_files(srv, 2)
-        masks = re.findall(r"^SqMask:\s*(\S+)$", srv.ring_fdinfo(), re.M)
-        check(masks and all(int(m, 16) == 16383 for m in masks),
-              "orcd's rings are not 16384 entries: SqMask %s" % masks)
+        check_ring_entries(srv, 16384)
         load(srv, names, clients=8, duration=1)
     with_server(body, env={"ORCD_URING_ENTRIES": "40000"})
 
