@@ -843,10 +843,24 @@ int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
 	return 0;
 }
 
+int config_access_log_dir(const struct orcd_config *c, char *dir,
+			  size_t cap)
+{
+	const char *slash = strrchr(c->access_log, '/');
+
+	if (!slash)
+		snprintf(dir, cap, ".");
+	else if (slash == c->access_log)
+		snprintf(dir, cap, "/");
+	else
+		snprintf(dir, cap, "%.*s", (int)(slash - c->access_log),
+			 c->access_log);
+	return access(dir, W_OK | X_OK) ? -errno : 0;
+}
+
 int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 {
 	char at[PATH_MAX + 16], dir[PATH_MAX];
-	const char *slash;
 	uid_t uid;
 	gid_t gid;
 	int fd, ret;
@@ -871,15 +885,7 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 	ret = -errno;
 	if (ret == -ENOENT) {
 		/* Start-up would create it: its directory must take it. */
-		slash = strrchr(c->access_log, '/');
-		if (!slash)
-			snprintf(dir, sizeof(dir), ".");
-		else if (slash == c->access_log)
-			snprintf(dir, sizeof(dir), "/");
-		else
-			snprintf(dir, sizeof(dir), "%.*s",
-				 (int)(slash - c->access_log), c->access_log);
-		ret = access(dir, W_OK | X_OK) ? -errno : 0;
+		ret = config_access_log_dir(c, dir, sizeof(dir));
 	}
 	if (ret)
 		set_err(err, errcap, "%saccess_log %s: %s",

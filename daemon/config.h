@@ -184,6 +184,11 @@ int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
  * for appending or created. 0 or -errno, err set. */
 int config_check_start(const struct orcd_config *c, char *err, size_t errcap);
 
+/* The directory of the access log file (a path, not "-"): in dir, and
+ * whether this process may create files there (0 or -errno). */
+int config_access_log_dir(const struct orcd_config *c, char *dir,
+			  size_t cap);
+
 /* "auto", "specific", ... */
 const char *config_engine_name(enum orcd_engine_kind k);
 

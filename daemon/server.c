@@ -702,24 +702,17 @@ static int drop_privileges(const struct orcd_config *c, char *err, size_t cap)
 static void warn_unrotatable_log(const struct orcd_config *c)
 {
 	char dir[PATH_MAX];
-	const char *slash;
+	int e;
 
 	if ((!c->user && !c->group) || !c->access_log ||
 	    !strcmp(c->access_log, "-") || !strcmp(c->access_log, "stdout"))
 		return;
-	slash = strrchr(c->access_log, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s",
-			 slash == c->access_log ? 1 :
-						  (int)(slash - c->access_log),
-			 c->access_log);
-	if (access(dir, W_OK | X_OK) == 0)
+	e = config_access_log_dir(c, dir, sizeof(dir));
+	if (!e)
 		return;
 	log_msg(LOG_WARNING,
 		"access_log %s: the user orcd runs as cannot create files in %s (%s): a reopen for rotation (SIGUSR1) will fail and lines stay in the renamed file; give the directory to the user, or rotate with copytruncate",
-		c->access_log, dir, strerror(errno));
+		c->access_log, dir, strerror(-e));
 }
 
 static bool same_listeners(const struct orcd_config *a,
