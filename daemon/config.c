@@ -1066,19 +1066,34 @@ struct orcd_config *config_view(struct orcd_config *base, int *err)
 	return v;
 }
 
+/* "FILE:LINE: " of the first of two directives the file set, else "". */
+static const char *where_either(const struct orcd_config *c, const char *a,
+				const char *b, char *buf, size_t cap)
+{
+	const char *w = config_where(c, a, buf, cap);
+
+	return *w ? w : config_where(c, b, buf, cap);
+}
+
 static int check_limits(const struct orcd_config *c, char *err, size_t cap)
 {
+	char at[PATH_MAX + 16];
+
 	if (c->max_request_line > c->max_header_bytes) {
 		set_err(err, cap,
-			"max_request_line (%u) is larger than "
+			"%smax_request_line (%u) is larger than "
 			"max_header_bytes (%u)",
+			where_either(c, "max_request_line", "max_header_bytes",
+				     at, sizeof(at)),
 			c->max_request_line, c->max_header_bytes);
 		return -EINVAL;
 	}
 	if (c->max_header_bytes > c->buffer_size) {
 		set_err(err, cap,
-			"max_header_bytes (%u) is larger than buffer_size (%u): "
+			"%smax_header_bytes (%u) is larger than buffer_size (%u): "
 			"a request head must fit in the buffer",
+			where_either(c, "max_header_bytes", "buffer_size", at,
+				     sizeof(at)),
 			c->max_header_bytes, c->buffer_size);
 		return -EINVAL;
 	}
@@ -1089,7 +1104,9 @@ static int check_limits(const struct orcd_config *c, char *err, size_t cap)
 		 * holds it (listen_check_free), so it would fail there. */
 		if (same_addr(&c->listen[i], &c->metrics_listen, true)) {
 			set_err(err, cap,
-				"metrics_listen \"%s\" overlaps listen \"%s\"",
+				"%smetrics_listen \"%s\" overlaps listen \"%s\"",
+				where_either(c, "metrics_listen", "listen", at,
+					     sizeof(at)),
 				c->metrics_listen.text, c->listen[i].text);
 			return -EINVAL;
 		}
@@ -1097,10 +1114,111 @@ static int check_limits(const struct orcd_config *c, char *err, size_t cap)
 	return 0;
 }
 
+static int read_all(int fd, char **out, size_t *len)
+{
+	size_t n = 0, cap = 0;
+	char *buf = NULL, *nb;
+	ssize_t r;
+
+	for (;;) {
+		if (n == cap) {
+			if (cap > CONFIG_MAX_FILE) {
+				free(buf);
+				return -EFBIG;
+			}
+			cap = cap ? cap * 2 : 4096;
+			nb = realloc(buf, cap + 1);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int ret = -errno;
+
+			free(buf);
+			return ret;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > CONFIG_MAX_FILE) {
+		free(buf);
+		return -EFBIG;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/*
+ * A whole regular file of at most CONFIG_MAX_FILE bytes and no NUL byte
+ * into memory, NUL-terminated: the configuration or the mime_types
+ * table. Opened without waiting and refused unless regular: a FIFO would
+ * hold a reload (and the metrics page, the watchdog) until some writer
+ * came, a device like /dev/zero would never end. 0, or -errno with why[]
+ * saying what is wrong (and *line the NUL byte's line, else 0).
+ */
+static int read_text(const char *path, char **out, size_t *len, char *why,
+		     size_t whycap, unsigned *line)
+{
+	struct stat st;
+	int fd, ret;
+
+	*line = 0;
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		snprintf(why, whycap, "%s", strerror(-ret));
+		return ret;
+	}
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		snprintf(why, whycap, "%s", strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		snprintf(why, whycap, "%s",
+			 ret == -EISDIR ? strerror(EISDIR) :
+					  "not a regular file");
+		close(fd);
+		return ret;
+	}
+	ret = read_all(fd, out, len);
+	close(fd);
+	if (ret == -EFBIG) {
+		snprintf(why, whycap, "larger than %u bytes", CONFIG_MAX_FILE);
+		return ret;
+	}
+	if (ret) {
+		snprintf(why, whycap, "%s", strerror(-ret));
+		return ret;
+	}
+	if (memchr(*out, '\0', *len)) {
+		*line = 1;
+		for (const char *p = *out; *p; p++)
+			*line += *p == '\n';
+		snprintf(why, whycap, "NUL byte in file");
+		free(*out);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int config_finalize(struct orcd_config *c, char *err, size_t errcap)
 {
-	char at[PATH_MAX + 16];
+	char at[PATH_MAX + 16], why[64], *text;
 	struct mime_table *mime;
+	unsigned line;
+	size_t len;
 	int fd, ret;
 
 	ret = check_limits(c, err, errcap);
@@ -1114,11 +1232,21 @@ int config_finalize(struct orcd_config *c, char *err, size_t errcap)
 			ret == -ENOTDIR ? "not a directory" : strerror(-ret));
 		return ret;
 	}
-	ret = mime_load(c->mime_types, &mime);
+	ret = read_text(c->mime_types, &text, &len, why, sizeof(why), &line);
+	if (!ret) {
+		ret = mime_parse(text, &mime);
+		if (ret)
+			snprintf(why, sizeof(why), "%s", strerror(-ret));
+		free(text);
+	}
 	if (ret) {
-		set_err(err, errcap, "%smime_types \"%s\": %s",
+		char nul_at[32] = "";
+
+		if (line)
+			snprintf(nul_at, sizeof(nul_at), "line %u: ", line);
+		set_err(err, errcap, "%smime_types \"%s\": %s%s",
 			config_where(c, "mime_types", at, sizeof(at)),
-			show(c->mime_types).s, strerror(-ret));
+			show(c->mime_types).s, nul_at, why);
 		close(fd);
 		return ret;
 	}
@@ -1368,93 +1496,23 @@ static int parse_text(struct orcd_config *c, const char *file, const char *text,
 	return ret;
 }
 
-static int read_all(int fd, char **out, size_t *len)
-{
-	size_t n = 0, cap = 0;
-	char *buf = NULL, *nb;
-	ssize_t r;
-
-	for (;;) {
-		if (n == cap) {
-			if (cap > CONFIG_MAX_FILE) {
-				free(buf);
-				return -EFBIG;
-			}
-			cap = cap ? cap * 2 : 4096;
-			nb = realloc(buf, cap + 1);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int ret = -errno;
-
-			free(buf);
-			return ret;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	if (n > CONFIG_MAX_FILE) {
-		free(buf);
-		return -EFBIG;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
-/* Whole file into memory; NUL bytes are refused with their line. */
-static int read_file(const char *path, char **out, size_t *len, char *err,
-		     size_t errcap)
-{
-	int fd, ret;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		ret = -errno;
-		set_err(err, errcap, "%s: %s", path, strerror(-ret));
-		return ret;
-	}
-	ret = read_all(fd, out, len);
-	close(fd);
-	if (ret == -EFBIG) {
-		set_err(err, errcap, "%s: larger than %u bytes", path,
-			CONFIG_MAX_FILE);
-		return ret;
-	}
-	if (ret) {
-		set_err(err, errcap, "%s: %s", path, strerror(-ret));
-		return ret;
-	}
-	if (memchr(*out, '\0', *len)) {
-		unsigned line = 1;
-
-		for (const char *p = *out; *p; p++)
-			line += *p == '\n';
-		set_err(err, errcap, "%s:%u: NUL byte in file", path, line);
-		free(*out);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 int config_load_file(struct orcd_config *c, const char *path, char *err,
 		     size_t errcap)
 {
-	char *text = NULL;
+	char *text = NULL, why[64];
 	size_t len = 0;
+	unsigned line;
 	int ret;
 
-	ret = read_file(path, &text, &len, err, errcap);
-	if (ret)
+	ret = read_text(path, &text, &len, why, sizeof(why), &line);
+	if (ret && line) {
+		set_err(err, errcap, "%s:%u: %s", path, line, why);
 		return ret;
+	}
+	if (ret) {
+		set_err(err, errcap, "%s: %s", path, why);
+		return ret;
+	}
 	ret = replace_str(&c->source, path, err, errcap);
 	if (!ret)
 		ret = parse_text(c, path, text, len, err, errcap);

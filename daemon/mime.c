@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Extension -> media type table loaded from a mime.types file.
+ * Extension -> media type table parsed from a mime.types file's text (the
+ * caller reads the file: this module does no I/O).
  *
  * All strings live in one pool; the hash table (open addressing, linear
  * probing, power-of-two size, at most half full) holds offsets into it.
@@ -11,7 +12,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -194,36 +194,25 @@ static int parse_line(struct mime_table *t, const char *line)
 	return 0;
 }
 
-int mime_load(const char *path, struct mime_table **out)
+int mime_parse(char *text, struct mime_table **out)
 {
 	struct mime_table *t;
-	char *line = NULL;
-	size_t cap = 0;
-	FILE *f;
+	char *line = text, *nl;
 	int ret = 0;
 
 	*out = NULL;
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
 	t = mime_empty();
-	if (!t) {
-		fclose(f);
+	if (!t)
 		return -ENOMEM;
-	}
-	errno = 0;
-	while (getline(&line, &cap, f) >= 0) {
+	for (; line; line = nl) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl++ = '\0';
 		ret = parse_line(t, line);
-		if (ret)
-			break;
-	}
-	if (!ret && ferror(f))
-		ret = errno ? -errno : -EIO;
-	free(line);
-	fclose(f);
-	if (ret) {
-		mime_free(t);
-		return ret;
+		if (ret) {
+			mime_free(t);
+			return ret;
+		}
 	}
 	*out = t;
 	return 0;

@@ -6,11 +6,11 @@
 struct mime_table;
 
 /*
- * Load a mime.types file ("type ext1 ext2 ..." lines, '#' comments).
- * Later duplicates of an extension do not override earlier ones.
- * Returns 0 or -errno (-ENOENT if the file is missing, -ENOMEM).
+ * Parse a mime.types file's text ("type ext1 ext2 ..." lines, '#'
+ * comments; NUL-terminated, cut into lines in place). Later duplicates
+ * of an extension do not override earlier ones. Returns 0 or -ENOMEM.
  */
-int mime_load(const char *path, struct mime_table **out);
+int mime_parse(char *text, struct mime_table **out);
 /* An empty table (every lookup gives the default). */
 struct mime_table *mime_empty(void);
 void mime_free(struct mime_table *t);

@@ -854,6 +854,21 @@ static void test_file_errors(void **state)
 			 -EISDIR);
 	snprintf(want, sizeof(want), "%s: Is a directory", tmpdir);
 	assert_string_equal(err, want);
+
+	/* Neither a FIFO (the open would wait for a writer: a reload
+	 * would hold the main thread) nor a device (/dev/zero never
+	 * ends); the alarm fails the test instead of hanging it. */
+	snprintf(path, sizeof(path), "%s/fifo.conf", tmpdir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10);
+	assert_int_equal(config_load_file(c, path, err, sizeof(err)), -EINVAL);
+	alarm(0);
+	snprintf(want, sizeof(want), "%s: not a regular file", path);
+	assert_string_equal(err, want);
+	unlink(path);
+	assert_int_equal(config_load_file(c, "/dev/zero", err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "/dev/zero: not a regular file");
 	config_free(c);
 
 	/* A NUL byte, with its line. */
@@ -1045,6 +1060,114 @@ static void test_finalize_errors(void **state)
 	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
 	config_free(c);
 	assert_int_equal(count_fds(), fds);
+}
+
+/* The mime_types file is read as the configuration is: a regular file
+ * of at most 1 MiB without NUL bytes. A wrong path must fail the load
+ * (a reload keeps the running table), never block or eat memory. */
+static void mime_fails(const char *path, int ret, const char *why)
+{
+	struct orcd_config *c = finalizable();
+
+	assert_int_equal(
+		config_set(c, "mime_types", path, false, err, sizeof(err)), 0);
+	alarm(10);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), ret);
+	alarm(0);
+	snprintf(want, sizeof(want), "mime_types \"%s\": %s", path, why);
+	assert_string_equal(err, want);
+	assert_int_equal(c->root_fd, -1);
+	assert_null(c->mime);
+	config_free(c);
+}
+
+static void test_finalize_mime_file(void **state)
+{
+	int fds = count_fds();
+	size_t n = (1u << 20) + 1;
+	char p[160], *big = malloc(n);
+
+	(void)state;
+	assert_non_null(big);
+	mime_fails("/dev/zero", -EINVAL, "not a regular file");
+	snprintf(p, sizeof(p), "%s/fifo.types", tmpdir);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	mime_fails(p, -EINVAL, "not a regular file");
+	unlink(p);
+	mime_fails(tmpdir, -EISDIR, "Is a directory");
+	snprintf(p, sizeof(p), "%s/nul.types", tmpdir);
+	write_file(p, "text/plain txt\nimage/png p\0ng\n", 30);
+	mime_fails(p, -EINVAL, "line 2: NUL byte in file");
+	memset(big, '#', n);
+	write_file(p, big, n);
+	mime_fails(p, -EFBIG, "larger than 1048576 bytes");
+	unlink(p);
+	free(big);
+	assert_int_equal(count_fds(), fds);
+}
+
+/* Checks across directives name the file and a line that set one. */
+static void test_finalize_says_where(void **state)
+{
+	struct orcd_config *c;
+	char text[512], www[160], types[160];
+	int n;
+
+	(void)state;
+	snprintf(www, sizeof(www), "%s/www", tmpdir);
+	mkdir(www, 0755);
+	snprintf(types, sizeof(types), "%s/where.types", tmpdir);
+	write_file(types, "text/x-test tst\n", 16);
+	n = snprintf(text, sizeof(text),
+		     "root %s;\nmime_types %s;\n# a comment\n"
+		     "max_request_line 32k;\n",
+		     www, types);
+	assert_true(n > 0 && (size_t)n < sizeof(text));
+	c = load_ok(text);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "%s:4: max_request_line (32768) is larger than "
+		 "max_header_bytes (16384)",
+		 conf);
+	assert_string_equal(err, want);
+	config_free(c);
+
+	/* Only the other directive set: its line. */
+	snprintf(text, sizeof(text),
+		 "root %s;\nmime_types %s;\nmax_header_bytes 4k;\n", www,
+		 types);
+	c = load_ok(text);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "%s:3: max_request_line (8192) is larger than "
+		 "max_header_bytes (4096)",
+		 conf);
+	assert_string_equal(err, want);
+	config_free(c);
+
+	snprintf(text, sizeof(text),
+		 "root %s;\nmime_types %s;\nbuffer_size 4k;\n", www, types);
+	c = load_ok(text);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "%s:3: max_header_bytes (16384) is larger than buffer_size "
+		 "(4096): a request head must fit in the buffer",
+		 conf);
+	assert_string_equal(err, want);
+	config_free(c);
+
+	snprintf(text, sizeof(text),
+		 "root %s;\nmime_types %s;\nmetrics on;\n"
+		 "metrics_listen 127.0.0.1:8080;\n",
+		 www, types);
+	c = load_ok(text);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "%s:4: metrics_listen \"127.0.0.1:8080\" overlaps listen "
+		 "\"127.0.0.1:8080\"",
+		 conf);
+	assert_string_equal(err, want);
+	config_free(c);
 }
 
 /* ---- references ---- */
@@ -1591,6 +1714,8 @@ int main(void)
 		cmocka_unit_test(test_config_set_messages),
 		cmocka_unit_test(test_finalize_ok),
 		cmocka_unit_test(test_finalize_errors),
+		cmocka_unit_test(test_finalize_mime_file),
+		cmocka_unit_test(test_finalize_says_where),
 		cmocka_unit_test(test_refcount),
 		cmocka_unit_test(test_directive_list),
 		cmocka_unit_test(test_every_directive_says_when_it_applies),
