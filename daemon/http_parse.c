@@ -116,10 +116,15 @@ static enum http_parse_result scan_line(struct parse_ctx *c, bool request_line,
 			st->scan = i;
 			return HTTP_PARSE_INCOMPLETE;
 		}
+		ch = (unsigned char)c->buf[i];
+		/* Before the head's limit: with max_request_line equal to
+		 * max_header_bytes a long line is still a long URI. */
+		if (request_line && i - start >= c->lim->max_request_line &&
+		    ch != '\r' && ch != '\n')
+			return fail(c, 414);
 		if (i >= c->lim->max_header_bytes)
 			return fail(c, 431);
 		st->looked++;
-		ch = (unsigned char)c->buf[i];
 		if (ch == '\n') {
 			*end = i;
 			*next = i + 1;
@@ -138,8 +143,6 @@ static enum http_parse_result scan_line(struct parse_ctx *c, bool request_line,
 			*next = i + 2;
 			return HTTP_PARSE_OK;
 		}
-		if (request_line && i - start >= c->lim->max_request_line)
-			return fail(c, 414);
 		/* Judge the method byte by byte so that a client speaking
 		 * something else (a TLS hello, say) is refused at once. */
 		if (st->in_method) {

@@ -840,6 +840,31 @@ static void test_request_line_limit(void **state)
 	result_free(&res);
 }
 
+/* With both limits equal (allowed: max_request_line <= max_header_bytes)
+ * a request line too long is still 414, not 431; one that fits exactly
+ * leaves no room for the rest of the head, which is 431. */
+static void test_request_line_limit_at_head_limit(void **state)
+{
+	(void)state;
+	const struct http_limits lim = {64, 64, 10};
+	char line[128], req[256];
+	struct result res;
+
+	long_line(line, 80);
+	snprintf(req, sizeof(req), "%s\r\nHost: a\r\n\r\n", line);
+	res = parse_n(req, strlen(req), &lim);
+	assert_int_equal(res.r, HTTP_PARSE_ERROR);
+	assert_int_equal(res.status, 414);
+	result_free(&res);
+
+	long_line(line, 64);
+	snprintf(req, sizeof(req), "%s\r\nHost: a\r\n\r\n", line);
+	res = parse_n(req, strlen(req), &lim);
+	assert_int_equal(res.r, HTTP_PARSE_ERROR);
+	assert_int_equal(res.status, 431);
+	result_free(&res);
+}
+
 static void test_header_bytes_limit(void **state)
 {
 	(void)state;
@@ -1118,6 +1143,7 @@ int main(void)
 		cmocka_unit_test(test_content_length),
 		cmocka_unit_test(test_transfer_encoding),
 		cmocka_unit_test(test_request_line_limit),
+		cmocka_unit_test(test_request_line_limit_at_head_limit),
 		cmocka_unit_test(test_header_bytes_limit),
 		cmocka_unit_test(test_header_count_limit),
 		cmocka_unit_test(test_incomplete),
