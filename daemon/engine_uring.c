@@ -566,17 +566,13 @@ static uint64_t notify_data(struct unotify *n, unsigned gen)
 	return (uint64_t)(uintptr_t)n | (gen & URING_NOTIFY_GEN_MASK);
 }
 
-/* Top of a turn: poll the cache's current inotify fd. */
-static void notify_arm(struct uring_worker *uw)
+/* Poll fd (generation gen) for events through n, unless it already is:
+ * a poll on an older fd is cancelled first. */
+static void notify_arm_one(struct uring_worker *uw, struct unotify *n, int fd,
+			   unsigned gen, unsigned events)
 {
-	struct unotify *n = &uw->notify;
 	struct io_uring_sqe *sqe;
-	unsigned gen = 0;
-	int fd;
 
-	if (!n->usable || uw->hw.stopping)
-		return;
-	fd = stat_cache_notify_fd(uw->sc, &gen);
 	if (n->state != UN_OFF && n->gen == gen)
 		return;
 	if (n->state != UN_OFF) {
@@ -593,50 +589,81 @@ static void notify_arm(struct uring_worker *uw)
 	sqe = uring_sqe(uw, 1);
 	if (!sqe)
 		return;
-	io_uring_prep_poll_multishot(sqe, fd, POLLIN);
+	io_uring_prep_poll_multishot(sqe, fd, events);
 	io_uring_sqe_set_data64(sqe, notify_data(n, gen));
 	n->gen = gen;
 	n->state = UN_SUBMITTED;
 }
 
+/* Top of a turn: poll the cache's current inotify fd, and its mount
+ * table's fd for a change (stat_cache_mounts_fd(): POLLPRI, as a mount
+ * queues no inotify event; the same order argument holds for it). */
+static void notify_arm(struct uring_worker *uw)
+{
+	unsigned gen = 0;
+	int fd;
+
+	if (uw->hw.stopping)
+		return;
+	if (uw->notify.usable) {
+		fd = stat_cache_notify_fd(uw->sc, &gen);
+		notify_arm_one(uw, &uw->notify, fd, gen, POLLIN);
+	}
+	if (uw->mounts.usable)
+		notify_arm_one(uw, &uw->mounts, stat_cache_mounts_fd(uw->sc),
+			       0, POLLPRI);
+}
+
+/* Whether CQE data belongs to one of the cache's polls. */
+static bool is_notify(const struct uring_worker *uw, uint64_t data)
+{
+	data &= ~URING_STEP_MASK;
+	return data == (uint64_t)(uintptr_t)&uw->notify ||
+	       data == (uint64_t)(uintptr_t)&uw->mounts;
+}
+
 /* After the enter: whether this turn's CQEs may skip the cache's read. */
 static bool notify_quiet(struct uring_worker *uw)
 {
-	struct unotify *n = &uw->notify;
+	struct unotify *n = &uw->notify, *m = &uw->mounts;
 	struct io_uring_cqe *cqe;
 	unsigned head, gen = 0;
 	bool quiet;
 
-	quiet = n->state == UN_ARMED &&
+	quiet = n->state == UN_ARMED && m->state == UN_ARMED &&
 		stat_cache_notify_fd(uw->sc, &gen) >= 0 && n->gen == gen &&
 		!io_uring_cq_has_overflow(&uw->ring);
-	/* Armed from now on once the enter took it from the SQ. */
-	if (n->state == UN_SUBMITTED && !io_uring_sq_ready(&uw->ring))
-		n->state = UN_ARMED;
+	/* Armed from now on once the enter took them from the SQ. */
+	if (!io_uring_sq_ready(&uw->ring)) {
+		if (n->state == UN_SUBMITTED)
+			n->state = UN_ARMED;
+		if (m->state == UN_SUBMITTED)
+			m->state = UN_ARMED;
+	}
 	if (!quiet)
 		return false;
 	io_uring_for_each_cqe(&uw->ring, head, cqe)
 	{
-		if ((cqe->user_data & ~URING_STEP_MASK) ==
-		    (uint64_t)(uintptr_t)n)
+		if (is_notify(uw, cqe->user_data))
 			return false;
 	}
 	return true;
 }
 
-static void notify_done(struct uring_worker *uw, unsigned step, int res,
-			unsigned cflags)
+static void notify_done(struct uring_worker *uw, struct unotify *n,
+			unsigned step, int res, unsigned cflags)
 {
-	struct unotify *n = &uw->notify;
-
 	/* A cancelled poll on an older instance: nothing to do. */
 	if (step != (n->gen & URING_NOTIFY_GEN_MASK) || n->state == UN_OFF)
 		return;
 	/* Read the events now, not at the next lookup: a file replaced or
 	 * deleted is let go (it may be kept open and mapped) even by a
 	 * worker no request comes to. Lookups still read first where this
-	 * turn marked the cache. */
-	if (res > 0)
+	 * turn marked the cache. This poll may be the one that saw a mount
+	 * change: the sync's own poll would not see it again. */
+	if (res > 0 && n == &uw->mounts)
+		stat_cache_mounts_changed(uw->sc);
+	else if (res > 0)
 		stat_cache_sync(uw->sc);
 	if (!(cflags & IORING_CQE_F_MORE)) {
 		/* Ended (CQ full, cancelled): armed again next turn. A poll
@@ -644,9 +671,11 @@ static void notify_done(struct uring_worker *uw, unsigned step, int res,
 		 * the cache from now on. */
 		if (res < 0 && res != -ECANCELED) {
 			log_msg(LOG_WARNING,
-				"worker %u: inotify poll: %s; reading it "
+				"worker %u: %s poll: %s; reading it "
 				"after every batch instead",
-				uw->w->id, strerror(-res));
+				uw->w->id,
+				n == &uw->mounts ? "mount table" : "inotify",
+				strerror(-res));
 			n->usable = false;
 		}
 		n->state = UN_OFF;
@@ -674,7 +703,7 @@ static void dispatch(struct uring_worker *uw, uint64_t data, int res,
 		wake_done(uw, res);
 		break;
 	case UOP_NOTIFY:
-		notify_done(uw, step, res, cflags);
+		notify_done(uw, obj, step, res, cflags);
 		break;
 	case UOP_TIMER:
 		uw->drain.armed = false;
@@ -863,8 +892,7 @@ static int uring_loop(struct uring_worker *uw)
 			 * next lookup reads (unless the ring's poll says
 			 * there are none; a later chunk is checked too). */
 			for (unsigned i = 0; i < n && quiet; i++)
-				quiet = (data[i] & ~URING_STEP_MASK) !=
-					(uint64_t)(uintptr_t)&uw->notify;
+				quiet = !is_notify(uw, data[i]);
 			if (!quiet)
 				stat_cache_batch(uw->sc);
 			for (unsigned i = 0; i < n; i++)
@@ -873,7 +901,7 @@ static int uring_loop(struct uring_worker *uw)
 		/* Without the inotify poll (notify_done() reads on its CQE),
 		 * an idle turn (at least one a second) reads change events,
 		 * so that an idle worker lets go of replaced files too. */
-		if (!took && !uw->notify.usable)
+		if (!took && (!uw->notify.usable || !uw->mounts.usable))
 			stat_cache_sync(uw->sc);
 		wb_took(&uw->wb, ask, took, arrivals, waited);
 	}
@@ -984,6 +1012,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->wake.kind = UOP_WAKE;
 	uw->drain.kind = UOP_TIMER;
 	uw->notify.kind = UOP_NOTIFY;
+	uw->mounts.kind = UOP_NOTIFY;
 	uw->now_ms = mono_ms();
 	tw_init(&uw->tw, uw->now_ms);
 	r = uring_slot_range(uw, &base, &n);
@@ -1067,6 +1096,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	 * ORCD_URING_NO_NOTIFY_POLL: tests of a ring without it. */
 	uw->notify.usable = (uw->ring.flags & IORING_SETUP_DEFER_TASKRUN) &&
 			    !getenv("ORCD_URING_NO_NOTIFY_POLL");
+	uw->mounts.usable = uw->notify.usable;
 	uw->fd_install = fl == &uring_flavor_direct &&
 			 uring_has_fd_install(&uw->ring);
 	uring_kept_fds(uw, &cache_fds, &uw->sock_fds_max);

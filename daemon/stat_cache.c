@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,8 @@ struct stat_cache {
 	struct sc_entry *lru_head, *lru_tail; /* most, least recent */
 	int ifd;	  /* inotify, made with the cache; -1 if that failed */
 	unsigned ifd_gen; /* bumped whenever ifd names a new instance */
+	int mfd;	  /* /proc/self/mountinfo: POLLPRI once mounts change */
+	bool ignore_mounts; /* test knob: keep facts a mount made stale */
 	bool dirty;	  /* watches were added since ifd was made */
 	struct orcd_config *cfg; /* referenced: what the entries are under */
 	bool usable;		 /* cfg's root can be cached */
@@ -230,6 +233,16 @@ struct stat_cache *stat_cache_new(struct orcd_config *cfg,
 	}
 	sc->ctr = ctr;
 	sc->ifd = -1;
+	/* Before any entry: a mount made after this open is news to it. */
+	sc->mfd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (sc->mfd < 0)
+		log_msg(LOG_WARNING,
+			"stat cache off: /proc/self/mountinfo: %s (a mount over "
+			"the root would go unseen)",
+			strerror(errno));
+	/* ORCD_TEST_IGNORE_MOUNTS: tests of the chain's own defences
+	 * against facts gone stale (a FIFO mounted over a file). */
+	sc->ignore_mounts = getenv("ORCD_TEST_IGNORE_MOUNTS") != NULL;
 	sc->map_fds_max = STAT_CACHE_MAP_FDS;
 	stat_cache_use(sc, cfg);
 	return sc;
@@ -590,6 +603,8 @@ void stat_cache_free(struct stat_cache *sc)
 	drop_entries(sc);
 	if (sc->ifd >= 0)
 		close(sc->ifd);
+	if (sc->mfd >= 0)
+		close(sc->mfd);
 	if (sc->cfg)
 		config_put(sc->cfg);
 	free(sc->bucket);
@@ -715,14 +730,24 @@ static unsigned apply(struct stat_cache *sc, const struct inotify_event *ev)
 void stat_cache_sync(struct stat_cache *sc)
 {
 	char buf[4096] __attribute__((aligned(8)));
+	struct pollfd pfd[2] = {{.fd = sc ? sc->ifd : -1, .events = POLLIN},
+				{.fd = sc ? sc->mfd : -1, .events = POLLPRI}};
 	unsigned gone = 0;
 	bool lost = false;
-	ssize_t r;
+	ssize_t r = -1;
 
 	if (!sc)
 		return;
 	sc->unsynced = false;
 	if (sc->ifd < 0 || !sc->n)
+		return;
+	/* One call, as the read it replaces when nothing is queued. A
+	 * mount or unmount raises no inotify event, and whatever it
+	 * covered or uncovered may be anywhere in the cache. */
+	if (poll(pfd, 2, 0) < 0 ||
+	    ((pfd[1].revents & (POLLPRI | POLLERR)) && !sc->ignore_mounts))
+		lost = true;
+	else if (!(pfd[0].revents & POLLIN))
 		return;
 	while (!lost && (r = read(sc->ifd, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + r;) {
@@ -756,6 +781,19 @@ void stat_cache_batch(struct stat_cache *sc)
 {
 	if (sc)
 		sc->unsynced = true;
+}
+
+int stat_cache_mounts_fd(const struct stat_cache *sc)
+{
+	return sc ? sc->mfd : -1;
+}
+
+void stat_cache_mounts_changed(struct stat_cache *sc)
+{
+	if (!sc || !sc->n || sc->ignore_mounts)
+		return;
+	count(sc, SC_FLUSHES);
+	stat_cache_flush(sc);
 }
 
 int stat_cache_notify_fd(const struct stat_cache *sc, unsigned *gen)
@@ -955,7 +993,7 @@ int stat_cache_lookup(struct stat_cache *sc, struct orcd_config *cfg,
 		stat_cache_sync(sc);
 	/* A request planned under the configuration before a reload is
 	 * answered without the cache, which follows the new one. */
-	if (!sc->usable || cfg != sc->cfg || sc->ifd < 0)
+	if (!sc->usable || cfg != sc->cfg || sc->ifd < 0 || sc->mfd < 0)
 		goto plain;
 	e = find(sc, relpath, len, hash_of(relpath, len));
 	if (e && has_facts(e) && !e->plain) {
@@ -1234,7 +1272,7 @@ void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 
 bool stat_cache_active(const struct stat_cache *sc)
 {
-	return sc && sc->usable && sc->ifd >= 0;
+	return sc && sc->usable && sc->ifd >= 0 && sc->mfd >= 0;
 }
 
 int stat_cache_lookup_cb(void *ctx, struct orcd_config *cfg,

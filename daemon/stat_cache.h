@@ -121,6 +121,21 @@ void stat_cache_batch(struct stat_cache *sc);
 int stat_cache_notify_fd(const struct stat_cache *sc, unsigned *gen);
 
 /*
+ * Mounts raise no inotify event: a directory mounted over (a release
+ * switched by a bind mount, an image mounted under the root) or
+ * uncovered would keep its old facts and bodies. The cache holds
+ * /proc/self/mountinfo open (-1: none, and the cache stays off), which
+ * polls POLLPRI once the process's mount table changed since the last
+ * poll of that fd, and every sync polls it with the inotify fd (one
+ * call): a change empties the cache. An engine that polls the inotify
+ * fd instead of syncing after every batch polls this one too, for
+ * POLLPRI, and calls stat_cache_mounts_changed() when it fires (its poll
+ * may be the one that saw the change).
+ */
+int stat_cache_mounts_fd(const struct stat_cache *sc);
+void stat_cache_mounts_changed(struct stat_cache *sc);
+
+/*
  * Files' bytes, kept beside their facts and as true as they are, so that
  * a hot request is sends alone, with no open, read or close:
  * - a whole file of at most STAT_CACHE_DATA_FILE bytes is copied when a

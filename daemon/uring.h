@@ -319,7 +319,7 @@ struct uring_worker {
 	bool accept_failing;
 	bool shed_in_pause; /* a batch closed meanwhile: go when it is back */
 	struct uticker wake, drain;
-	struct unotify notify;
+	struct unotify notify, mounts; /* the cache's inotify and mount fds */
 	struct uconn *conns; /* live connections */
 	unsigned n_conns;
 	unsigned n_closing; /* socket closes in flight (orphans' too) */

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """FIFOs and device nodes under the root never hold a request: the plan
 refuses what is not a regular file (404). A FIFO that takes a regular
-file's place after the plan (a bind mount raises no inotify event, so
-the stat cache's facts stay "regular") is opened by the chain: that open
+file's place after the plan (a bind mount raises no inotify event; with
+ORCD_TEST_IGNORE_MOUNTS the stat cache's facts stay "regular", as they
+would for a change racing the plan) is opened by the chain: that open
 never waits for a writer (RESOLVE_CACHED: not even when the name left
 the dentry cache), and a read that waits for data ends at send_timeout (the timer cancels the chain's step in flight,
 not the send queued behind it); either way a 404, and chains and slots
@@ -139,8 +140,9 @@ def umount(path):
 def swapped_fifo(srv, name, stack):
     """name: a regular file whose facts (not bytes) the stat cache holds,
     with a FIFO bind-mounted over it: a mount raises no inotify event,
-    so the next GET plans from "regular, 1000 bytes" and opens the FIFO
-    in its chain."""
+    and orcd runs with ORCD_TEST_IGNORE_MOUNTS (its cache would otherwise
+    empty itself at a mount, test_freshness), so the next GET plans from
+    "regular, 1000 bytes" and opens the FIFO in its chain."""
     srv.write_file(name, b"x" * 1000)
     # HEAD: facts cached, no body kept (a GET would keep the bytes, and
     # the next GET would need no chain).
@@ -180,6 +182,7 @@ def fifo_swapped_in_open_does_not_wait():
     if os.geteuid() != 0:
         raise orcdtest.Skip("needs root for mount --bind")
     with Server(conf="send_timeout 1h;\n", metrics=True) as srv:
+        srv.env["ORCD_TEST_IGNORE_MOUNTS"] = "1"
         srv.start()
         idle = gauges(srv)
         srv.write_file("dir/cold.txt", b"x" * 1000)
@@ -207,6 +210,7 @@ def fifo_swapped_in_read_ends_within_send_timeout():
     if os.geteuid() != 0:
         raise orcdtest.Skip("needs root for mount --bind")
     with Server(conf="send_timeout 1s;\n", metrics=True) as srv:
+        srv.env["ORCD_TEST_IGNORE_MOUNTS"] = "1"
         srv.start()
         idle = gauges(srv)
         undo = []
