@@ -560,6 +560,15 @@ static void wake_done(struct uring_worker *uw, int res)
  * it is armed), any turn while it is not armed on the cache's current
  * fd (a flush or reload makes a new inotify instance), and any turn
  * with CQEs held back in the kernel's overflow list (order unknown).
+ *
+ * Known gap, on 6.13+ only: a recv whose task work was queued by the
+ * first bytes of a head, before the change, reads the rest of the head
+ * when it runs. If more than the kernel's per-call limit (20) of task
+ * work items ran first, the poll's item, queued after the recv's, may
+ * wait for the next enter while the recv's CQE is in this one. The
+ * kernel says so only through IORING_SQ_TASKRUN (with
+ * IORING_SETUP_TASKRUN_FLAG), which would also make liburing's peeks
+ * enter the kernel again: not taken without a measurement.
  */
 static uint64_t notify_data(struct unotify *n, unsigned gen)
 {
