@@ -92,6 +92,9 @@ struct ep_conn {
 	struct ep_conn *next_received;
 };
 
+/* How long accepting pauses when no connection can be let go. */
+#define ACCEPT_RETRY_S 0.1
+
 struct ep_worker {
 	struct h1_worker hw;
 	const struct h1_core *core;
@@ -99,7 +102,8 @@ struct ep_worker {
 	struct ev_loop *loop;
 	ev_io listen_io[ORCD_MAX_LISTEN];
 	ev_io wake_io;
-	ev_timer accept_retry;
+	ev_timer accept_retry; /* ACCEPT_RETRY_S after make_room() */
+	double accept_said;    /* ev_now() of the last "pausing" line */
 	ev_timer drain_timer;
 	ev_timer heartbeat; /* proves the loop turns, for the watchdog */
 	ev_idle received_w; /* fed, never started: see on_received() */
@@ -655,7 +659,13 @@ static void make_room(struct ep_worker *ew)
 	accept_set(ew, false);
 	if (!ew->hw.n_shedding)
 		ew->core->shed(&ew->hw);
-	ev_timer_start(ew->loop, &ew->accept_retry);
+	/* Set each time: a one-shot timer that fired keeps what was left
+	 * of it (nothing), and would fire at once, turning accepting back
+	 * on for a listener that is still ready: a spin. */
+	if (!ev_is_active(&ew->accept_retry)) {
+		ev_timer_set(&ew->accept_retry, ACCEPT_RETRY_S, 0.);
+		ev_timer_start(ew->loop, &ew->accept_retry);
+	}
 }
 
 static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
@@ -684,9 +694,16 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 				/* Out of descriptors: back off instead of
 				 * spinning on a listener that stays ready,
 				 * and let idle connections go first, as at
-				 * max_connections. */
-				log_msg(LOG_WARNING, "accept: %s; pausing",
-					strerror(errno));
+				 * max_connections. Said at most once a
+				 * second: at the limit accept4 fails even
+				 * with nobody queued (it takes an fd
+				 * before it looks). */
+				if (ev_now(loop) - ew->accept_said >= 1.) {
+					ew->accept_said = ev_now(loop);
+					log_msg(LOG_WARNING,
+						"accept: %s; pausing",
+						strerror(errno));
+				}
 				make_room(ew);
 			}
 			return;
@@ -918,7 +935,7 @@ static int epoll_run(struct orcd_worker *w)
 	ev_io_init(&ew.wake_io, on_wake, w->wake_fd, EV_READ);
 	ew.wake_io.data = &ew;
 	ev_io_start(ew.loop, &ew.wake_io);
-	ev_timer_init(&ew.accept_retry, on_accept_retry, 0.1, 0.);
+	ev_timer_init(&ew.accept_retry, on_accept_retry, ACCEPT_RETRY_S, 0.);
 	ew.accept_retry.data = &ew;
 	ev_timer_init(&ew.drain_timer, on_drain_timeout, DRAIN_TIMEOUT, 0.);
 	ew.drain_timer.data = &ew;
