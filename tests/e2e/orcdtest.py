@@ -364,6 +364,18 @@ def run_orcd(args, timeout=20):
             p.stderr.decode("utf-8", "replace"))
 
 
+def _unshare_mounts():
+    """In the child before orcd starts: a mount namespace of its own,
+    whose mounts propagate nowhere."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    CLONE_NEWNS, MS_REC, MS_PRIVATE = 0x20000, 0x4000, 0x40000
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "mount --make-rprivate /")
+
+
 class Orcd:
     """A running orcd (or a remote one when ORCD_REMOTE is set)."""
 
@@ -542,6 +554,39 @@ class Orcd:
         """/proc/PID/NAME of the running orcd, wherever it runs."""
         with open("/proc/%d/%s" % (self.proc.pid, name)) as f:
             return f.read()
+
+    # Mounts for one orcd (a test's bind mounts) go in a mount namespace
+    # of its own: every orcd's stat cache empties itself at any change of
+    # its mount table, so a mount in the machine's namespace would reach
+    # the orcds of tests running beside this one.
+    own_mounts = False
+
+    def private_mounts(self):
+        """Before start(): orcd runs in a mount namespace of its own
+        (private propagation), where mount() and umount() act."""
+        if os.geteuid() != 0:
+            raise Skip("needs root for a mount namespace")
+        if self.preexec is not None:
+            raise TestFailure("private_mounts() with another preexec")
+        self.preexec = _unshare_mounts
+        self.own_mounts = True
+
+    def _in_mounts(self, argv):
+        if self.own_mounts:
+            argv = ["nsenter", "-t", str(self.proc.pid), "-m"] + argv
+        return subprocess.run(argv, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+
+    def mount(self, *args):
+        """mount ARGS where orcd sees it (a Skip if mounting fails)."""
+        p = self._in_mounts(["mount"] + list(args))
+        if p.returncode:
+            raise Skip("mount %s: %s" % (" ".join(args),
+                                         p.stdout.decode().strip()))
+
+    def umount(self, path):
+        # Lazy: a failing run may leave orcd holding a FIFO open.
+        self._in_mounts(["umount", "-l", path])
 
     def release_kept_files(self):
         """The stat cache keeps hot large files open (they go by

@@ -8,7 +8,6 @@ Content-Length."""
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 
@@ -215,57 +214,6 @@ def symlinked_directory_repointed(srv):
         srv.symlink("v2", srv.path(".current.new"))
         srv.rename(srv.path(".current.new"), srv.path("current"))
         eq(both(srv, c, "/current/page.txt").body, b"version 2\n", "v2")
-
-
-def mount(*args):
-    p = subprocess.run(["mount"] + list(args), stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT)
-    if p.returncode:
-        raise orcdtest.Skip("mount %s: %s"
-                            % (" ".join(args), p.stdout.decode().strip()))
-
-
-@orcdtest.case
-def mount_over_a_cached_directory(srv):
-    # A mount raises no inotify event; a release switched by a bind
-    # mount (or an image mounted under the root) must still be served
-    # at once, kept bodies and cached 404s included, and the old files
-    # again once it is unmounted.
-    if srv.shared_fs:
-        raise orcdtest.Skip("orcd runs in the guest: a mount here is "
-                            "not in its namespace")
-    if os.geteuid() != 0:
-        raise orcdtest.Skip("needs root for mount --bind")
-    small, big = b"old release\n", pattern(300000, 1)
-    srv.write_file("rel/cur/index.txt", small)
-    srv.write_file("rel/cur/big.bin", big)
-    new_small, new_big = b"the new release, longer\n", pattern(200000, 2)
-    other = os.path.join(srv.tmp, "release2")
-    os.makedirs(other)
-    for name, data in (("index.txt", new_small), ("big.bin", new_big),
-                       ("only-new.txt", b"new file\n")):
-        with open(os.path.join(other, name), "wb") as f:
-            f.write(data)
-    paths = ("/rel/cur/index.txt", "/rel/cur/big.bin",
-             "/rel/cur/only-new.txt")
-    with srv.conn() as c:
-        for _ in range(3):  # facts, then kept bodies, then hits
-            eq([get_on(c, p).status for p in paths], [200, 200, 404],
-               "before the mount")
-        mount("--bind", other, srv.path("rel/cur"))
-        try:
-            a, b, n = (both(srv, c, p) for p in paths)
-            eq(a.body, new_small, "small file after the mount")
-            check(b.body == new_big, "large file after the mount: old or "
-                  "mixed body (%d bytes)" % len(b.body))
-            eq((n.status, n.body), (200, b"new file\n"),
-               "a 404 cached before the mount")
-        finally:
-            subprocess.run(["umount", srv.path("rel/cur")])
-        a, b, n = (both(srv, c, p) for p in paths)
-        eq(a.body, small, "small file after the unmount")
-        check(b.body == big, "large file after the unmount")
-        eq(n.status, 404, "only in the unmounted release")
 
 
 @orcdtest.case

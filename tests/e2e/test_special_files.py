@@ -7,16 +7,17 @@ would for a change racing the plan) is opened by the chain: that open
 never waits for a writer (RESOLVE_CACHED: not even when the name left
 the dentry cache), and a read that waits for data ends at send_timeout (the timer cancels the chain's step in flight,
 not the send queued behind it); either way a 404, and chains and slots
-come back. Without the stat cache (`stat_cache 0`: epoll's plan opens
+come back. A mount over a cached directory is served at once (the
+cache watches the mount table). Without the stat cache (`stat_cache 0`: epoll's plan opens
 the file for reading) an open refused for what the path is decides
 nothing: a socket (ENXIO) is 404, a directory orcd may search but not
 read (0711, EACCES) is still redirected and its index served. Each case
-starts its own orcd; the mount cases need root."""
+starts its own orcd; the mount cases need root, and make their mounts
+in orcd's own mount namespace (others' caches would empty at them)."""
 
 import os
 import socket
 import stat
-import subprocess
 import sys
 
 import orcdtest
@@ -123,25 +124,12 @@ def search_only_directory_serves_its_index():
                 os.chmod(srv.path("priv"), 0o755)  # for the cleanup
 
 
-def bind_mount(src, dst):
-    p = subprocess.run(["mount", "--bind", src, dst],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if p.returncode:
-        raise orcdtest.Skip("mount --bind: %s"
-                            % p.stderr.decode().strip())
-
-
-def umount(path):
-    # Lazy: a failing run may leave orcd holding the FIFO open.
-    subprocess.run(["umount", "-l", path], stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-
-
 def swapped_fifo(srv, name, stack):
     """name: a regular file whose facts (not bytes) the stat cache holds,
     with a FIFO bind-mounted over it: a mount raises no inotify event,
     and orcd runs with ORCD_TEST_IGNORE_MOUNTS (its cache would otherwise
-    empty itself at a mount, test_freshness), so the next GET plans from
+    empty itself at a mount: mount_over_a_cached_directory), so the next
+    GET plans from
     "regular, 1000 bytes" and opens the FIFO in its chain."""
     srv.write_file(name, b"x" * 1000)
     # HEAD: facts cached, no body kept (a GET would keep the bytes, and
@@ -149,8 +137,8 @@ def swapped_fifo(srv, name, stack):
     eq(get(srv, "/" + name, "HEAD").status, 200, "HEAD " + name)
     fifo = os.path.join(srv.tmp, name + ".fifo")
     os.mkfifo(fifo)
-    bind_mount(fifo, srv.path(name))
-    stack.append(lambda: umount(srv.path(name)))
+    srv.mount("--bind", fifo, srv.path(name))
+    stack.append(lambda: srv.umount(srv.path(name)))
     return fifo
 
 
@@ -183,6 +171,7 @@ def fifo_swapped_in_open_does_not_wait():
         raise orcdtest.Skip("needs root for mount --bind")
     with Server(conf="send_timeout 1h;\n", metrics=True) as srv:
         srv.env["ORCD_TEST_IGNORE_MOUNTS"] = "1"
+        srv.private_mounts()
         srv.start()
         idle = gauges(srv)
         srv.write_file("dir/cold.txt", b"x" * 1000)
@@ -190,13 +179,13 @@ def fifo_swapped_in_open_does_not_wait():
         other = os.path.join(srv.tmp, "other")
         os.mkdir(other)
         os.mkfifo(os.path.join(other, "cold.txt"))
-        bind_mount(other, srv.path("dir"))
+        srv.mount("--bind", other, srv.path("dir"))
         try:
             drop_dentries()
             eq(get(srv, "/dir/cold.txt").status, 404, "FIFO, cold dentry")
             eq(get(srv, "/hello.txt").body, HELLO, "served after it")
         finally:
-            umount(srv.path("dir"))
+            srv.umount(srv.path("dir"))
         settled(srv, idle)
         srv.stop()
 
@@ -211,6 +200,7 @@ def fifo_swapped_in_read_ends_within_send_timeout():
         raise orcdtest.Skip("needs root for mount --bind")
     with Server(conf="send_timeout 1s;\n", metrics=True) as srv:
         srv.env["ORCD_TEST_IGNORE_MOUNTS"] = "1"
+        srv.private_mounts()
         srv.start()
         idle = gauges(srv)
         undo = []
@@ -228,6 +218,60 @@ def fifo_swapped_in_read_ends_within_send_timeout():
             for u in undo:
                 u()
         settled(srv, idle)
+        srv.stop()
+
+
+def pattern(n, seed):
+    block = bytes(((i * 31 + seed) & 0xFF) for i in range(4096))
+    return (block * (n // 4096 + 1))[:n]
+
+
+@orcdtest.case
+def mount_over_a_cached_directory():
+    # A mount raises no inotify event; a release switched by a bind
+    # mount (or an image mounted under the root) must still be served
+    # at once, kept bodies and cached 404s included, and the old files
+    # again once it is unmounted. (Before: the old small body, for good.)
+    with Server() as srv:
+        if srv.shared_fs:
+            raise orcdtest.Skip("orcd runs in the guest: a mount here is "
+                                "not in its namespace")
+        srv.private_mounts()
+        srv.start()
+        small, big = b"old release\n", pattern(300000, 1)
+        srv.write_file("rel/cur/index.txt", small)
+        srv.write_file("rel/cur/big.bin", big)
+        new_small, new_big = b"the new release, longer\n", pattern(200000, 2)
+        other = os.path.join(srv.tmp, "release2")
+        os.makedirs(other)
+        for name, data in (("index.txt", new_small), ("big.bin", new_big),
+                           ("only-new.txt", b"new file\n")):
+            with open(os.path.join(other, name), "wb") as f:
+                f.write(data)
+        paths = ("/rel/cur/index.txt", "/rel/cur/big.bin",
+                 "/rel/cur/only-new.txt")
+
+        def answers():
+            return [get(srv, p) for p in paths]
+
+        for _ in range(3):  # facts, then kept bodies, then hits
+            eq([r.status for r in answers()], [200, 200, 404],
+               "before the mount")
+        srv.mount("--bind", other, srv.path("rel/cur"))
+        try:
+            a, b, n = answers()
+            eq(a.body, new_small, "small file after the mount")
+            check(b.body == new_big, "large file after the mount: old or "
+                  "mixed body (%d bytes)" % len(b.body))
+            eq((n.status, n.body), (200, b"new file\n"),
+               "a 404 cached before the mount")
+        finally:
+            srv.umount(srv.path("rel/cur"))
+        a, b, n = answers()
+        eq(a.body, small, "small file after the unmount")
+        check(b.body == big, "large file after the unmount")
+        eq(n.status, 404, "only in the unmounted release")
+        srv.assert_fds_back()
         srv.stop()
 
 
