@@ -36,17 +36,22 @@
  * written to are resident. */
 #define POOL_BYTES (8u << 20)
 /* The response buffer must hold any head (and error page) respond_plan
- * renders. */
+ * renders: at least HEAD_ROOM, and a directory's redirect, whose
+ * Location repeats the request's target with up to three bytes for each
+ * (percent-encoded), beside the rest of its head and page (under 1 KiB). */
 #define HEAD_ROOM 8192
 
 /* ---- buffers ---- */
 
 static size_t resp_cap(const struct h1_worker *hw)
 {
-	size_t cap = HEAD_ROOM;
+	const struct orcd_config *cfg = hw->w->cfg;
+	size_t cap = 3 * (size_t)cfg->max_request_line + 1024;
 
-	if (hw->bodies_in_buffer && hw->w->cfg->buffer_size > cap)
-		cap = hw->w->cfg->buffer_size;
+	if (cap < HEAD_ROOM)
+		cap = HEAD_ROOM;
+	if (hw->bodies_in_buffer && cfg->buffer_size > cap)
+		cap = cfg->buffer_size;
 	return cap;
 }
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -199,7 +200,7 @@ static int resolve_target(struct orcd_config *cfg,
 			  const struct respond_lookup *lk,
 			  const struct http_request *req, bool trailing,
 			  unsigned flags, struct response_plan *plan,
-			  char *location, size_t loccap)
+			  char **location, size_t loccap)
 {
 	int *fdp = (flags & RESPOND_KEEP_FD) ? &plan->fd : NULL;
 	int err = lookup(cfg, lk, fdp, plan);
@@ -216,9 +217,19 @@ static int resolve_target(struct orcd_config *cfg,
 			 * the raw "//evil.example/.." would send the browser
 			 * to evil.example. */
 			if (path_dir_location(plan->relpath, req->query.p,
-					      req->query.n, location,
+					      req->query.n, *location,
+					      loccap) >= 0)
+				return 301;
+			/* Longer than the caller's buffer: memory of its
+			 * own, for the most every byte escaped can take. */
+			loccap = 3 * (strlen(plan->relpath) + req->query.n) + 3;
+			*location = malloc(loccap);
+			if (!*location)
+				return 503;
+			if (path_dir_location(plan->relpath, req->query.p,
+					      req->query.n, *location,
 					      loccap) < 0)
-				return 414;
+				return 500;
 			return 301;
 		}
 		len = strlen(plan->relpath);
@@ -269,9 +280,10 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		 struct response_plan *plan)
 {
 	bool head = req->method == HTTP_METHOD_HEAD;
-	/* Any Location that fits leaves the head and its page well inside
-	 * the 8 KiB every response buffer has (HEAD_ROOM, http1.c). */
-	char location[6144], etag[HTTP_ETAG_MAX];
+	/* Most Locations fit here; a longer one is allocated, and is 414
+	 * only when its head does not fit the response buffer (http1.c
+	 * sizes that for any request line the parser accepts). */
+	char loc_buf[2048], *location = loc_buf, etag[HTTP_ETAG_MAX];
 	uint64_t first = 0, last = 0;
 	enum http_range_result rr = HTTP_RANGE_NONE;
 	bool trailing = false;
@@ -298,12 +310,19 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 		return render_status(plan, status, req->version_minor, head,
 				     clock, NULL, buf, cap);
 	}
-	status = resolve_target(cfg, lk, req, trailing, flags, plan, location,
-				sizeof(location));
-	if (status)
-		return render_status(plan, status, req->version_minor, head,
-				     clock, status == 301 ? location : NULL,
-				     buf, cap);
+	status = resolve_target(cfg, lk, req, trailing, flags, plan, &location,
+				sizeof(loc_buf));
+	if (status) {
+		err = render_status(plan, status, req->version_minor, head,
+				    clock, status == 301 ? location : NULL, buf,
+				    cap);
+		if (err == -ENOSPC && status == 301)
+			err = render_status(plan, 414, req->version_minor, head,
+					    clock, NULL, buf, cap);
+		if (location != loc_buf)
+			free(location);
+		return err;
+	}
 
 	http_etag_make(plan->meta.ino, plan->meta.size, plan->meta.mtime_sec,
 		       plan->meta.mtime_nsec, etag);

@@ -267,6 +267,53 @@ static void test_a_search_only_directory_serves_its_index(void **state)
 	assert_int_equal(rmdir(p), 0);
 }
 
+/* A directory's redirect repeats the target in its Location, three
+ * bytes for each one escaped: longer than any fixed buffer respond.c
+ * keeps, it is still a 301 where the response buffer holds its head,
+ * and a 414 (never a 500) where it does not. */
+static void test_a_long_redirect_fits_the_response_buffer(void **state)
+{
+	static char head[16384], buf[32768];
+	struct http_limits lim = {16384, 16384, 100};
+	struct http_clock clock = {.now = time(NULL)};
+	struct orcd_config *cfg = config_new();
+	struct response_plan plan;
+	struct http_request req;
+	char err[256], p[PATH_MAX], *loc;
+	size_t n;
+	int st;
+
+	(void)state;
+	path_in_dir(p, sizeof(p), "long");
+	assert_int_equal(mkdir(p, 0755), 0);
+	n = (size_t)snprintf(head, sizeof(head), "GET /long?");
+	memset(head + n, '<', 7000); /* each one %3C */
+	n += 7000;
+	snprintf(head + n, sizeof(head) - n, " HTTP/1.1\r\nHost: t\r\n\r\n");
+	assert_non_null(cfg);
+	assert_int_equal(config_set(cfg, "root", dir, false, err, sizeof(err)),
+			 0);
+	assert_int_equal(config_finalize(cfg, err, sizeof(err)), 0);
+	assert_int_equal(http_parse_request(head, strlen(head), &lim, &req,
+					    &st),
+			 HTTP_PARSE_OK);
+	assert_int_equal(respond_plan(cfg, NULL, &req, &clock, 0, buf,
+				      sizeof(buf), &plan),
+			 0);
+	assert_int_equal(plan.status, 301);
+	buf[plan.head_len] = '\0';
+	loc = strstr(buf, "\r\nLocation: /long/?%3C%3C");
+	assert_non_null(loc);
+	loc += strlen("\r\nLocation: ");
+	assert_int_equal(strcspn(loc, "\r"), strlen("/long/?") + 3 * 7000);
+	assert_int_equal(respond_plan(cfg, NULL, &req, &clock, 0, buf, 8192,
+				      &plan),
+			 0);
+	assert_int_equal(plan.status, 414);
+	config_free(cfg);
+	assert_int_equal(rmdir(p), 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -290,6 +337,8 @@ static int teardown(void **state)
 	}
 	path_in_dir(p, sizeof(p), "priv");
 	rmdir(p);
+	path_in_dir(p, sizeof(p), "long");
+	rmdir(p);
 	return rmdir(dir);
 }
 
@@ -301,6 +350,7 @@ int main(void)
 		cmocka_unit_test(test_a_socket_file_is_404),
 		cmocka_unit_test(test_a_fifo_is_404),
 		cmocka_unit_test(test_a_search_only_directory_serves_its_index),
+		cmocka_unit_test(test_a_long_redirect_fits_the_response_buffer),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
