@@ -103,7 +103,7 @@ struct ep_worker {
 	ev_io listen_io[ORCD_MAX_LISTEN];
 	ev_io wake_io;
 	ev_timer accept_retry; /* ACCEPT_RETRY_S after make_room() */
-	double accept_said;    /* ev_now() of the last "pausing" line */
+	int64_t accept_said_ms; /* mono_ms() of the last "pausing" line */
 	ev_timer drain_timer;
 	ev_timer heartbeat; /* proves the loop turns, for the watchdog */
 	ev_idle received_w; /* fed, never started: see on_received() */
@@ -698,8 +698,8 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 				 * second: at the limit accept4 fails even
 				 * with nobody queued (it takes an fd
 				 * before it looks). */
-				if (ev_now(loop) - ew->accept_said >= 1.) {
-					ew->accept_said = ev_now(loop);
+				if (mono_ms() - ew->accept_said_ms >= 1000) {
+					ew->accept_said_ms = mono_ms();
 					log_msg(LOG_WARNING,
 						"accept: %s; pausing",
 						strerror(errno));

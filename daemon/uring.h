@@ -340,6 +340,8 @@ struct uring_worker {
 	bool fd_install;	/* IORING_OP_FIXED_FD_INSTALL works (6.8+) */
 	bool sock_table;	/* specific: a file table for its sockets */
 	bool register_warned;	/* a socket's registration failed once */
+	int64_t nomem_said_ms;	/* last "no memory for a connection" */
+	unsigned nomem_unsaid;	/* refused since then, not yet said */
 	bool install_warned;	/* an install failed once: said so */
 	unsigned sock_fds;	/* sockets installed as fds (sock_fd, sf_sock) */
 	unsigned sock_fds_max;	/* at most this many (uring_kept_fds) */

@@ -823,9 +823,18 @@ static void accepted(struct uring_worker *uw, int slot,
 	else
 		c = aligned_alloc(URING_ALIGN, sizeof(*c));
 	if (!c) {
-		/* Nothing can hold the socket (out of memory): close it. */
-		log_msg(LOG_ERR, "worker %u: no memory for a connection",
-			uw->w->id);
+		/* Nothing can hold the socket (out of memory): close it.
+		 * Said at most once a second, with a count: a client that
+		 * connects in a loop would write a line for each. */
+		uw->nomem_unsaid++;
+		if (uw->now_ms - uw->nomem_said_ms >= 1000) {
+			log_msg(LOG_ERR,
+				"worker %u: no memory for a connection (%u "
+				"refused since the last line)",
+				uw->w->id, uw->nomem_unsaid);
+			uw->nomem_said_ms = uw->now_ms;
+			uw->nomem_unsaid = 0;
+		}
 		uring_close_orphan(uw, slot);
 		return;
 	}
