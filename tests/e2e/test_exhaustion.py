@@ -412,13 +412,17 @@ def out_of_fds_with_a_client_waiting_pauses_and_says_so_rarely():
         conns = []
         try:
             nfds = len(os.listdir("/proc/%d/fd" % pid))
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (nfds + 2, hard))
             for _ in range(2):
                 c = srv.conn(timeout=DEADLINE)
                 c.send(b"GET /hello.txt HTTP/1.1\r\n")
                 conns.append(c)
             wait_until(lambda: len(os.listdir("/proc/%d/fd" % pid))
                        >= nfds + 2, 5, "orcd to accept two connections")
+            # Their partial heads read (a connection nothing was read
+            # from yet may be let go for a newcomer), then no fd left.
+            time.sleep(0.3)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE,
+                             (len(os.listdir("/proc/%d/fd" % pid)), hard))
             waiting = srv.conn(timeout=DEADLINE)
             conns.append(waiting)
             waiting.send(build_request("GET", "/hello.txt"))
