@@ -101,6 +101,7 @@ struct stat_cache {
 	int ifd;	  /* inotify, made with the cache; -1 if that failed */
 	unsigned ifd_gen; /* bumped whenever ifd names a new instance */
 	int mfd;	  /* /proc/self/mountinfo: POLLPRI once mounts change */
+	uint64_t mounts_seen; /* mounts_digest() when last looked at */
 	bool ignore_mounts; /* test knob: keep facts a mount made stale */
 	bool dirty;	  /* watches were added since ifd was made */
 	struct orcd_config *cfg; /* referenced: what the entries are under */
@@ -235,10 +236,10 @@ struct stat_cache *stat_cache_new(struct orcd_config *cfg,
 	sc->ifd = -1;
 	/* Before any entry: a mount made after this open is news to it. */
 	sc->mfd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-	if (sc->mfd < 0)
+	if (sc->mfd < 0 && cfg->stat_cache)
 		log_msg(LOG_WARNING,
-			"stat cache off: /proc/self/mountinfo: %s (a mount over "
-			"the root would go unseen)",
+			"stat cache off: /proc/self/mountinfo: %s (a mount "
+			"under the root would go unseen)",
 			strerror(errno));
 	/* ORCD_TEST_IGNORE_MOUNTS: tests of the chain's own defences
 	 * against facts gone stale (a FIFO mounted over a file). */
@@ -727,6 +728,140 @@ static unsigned apply(struct stat_cache *sc, const struct inotify_event *ev)
 	return n;
 }
 
+int stat_cache_mounts_fd(const struct stat_cache *sc)
+{
+	return sc ? sc->mfd : -1;
+}
+
+/* The whole of /proc/self/mountinfo, NUL-terminated, or NULL. */
+static char *read_mountinfo(int fd, size_t *len)
+{
+	size_t n = 0, cap = 16384;
+	char *buf = malloc(cap), *nb;
+	ssize_t r;
+
+	if (!buf || lseek(fd, 0, SEEK_SET) < 0) {
+		free(buf);
+		return NULL;
+	}
+	while ((r = read(fd, buf + n, cap - n - 1)) > 0) {
+		n += (size_t)r;
+		if (cap - n - 1 == 0) {
+			nb = realloc(buf, cap * 2);
+			if (!nb)
+				break;
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	if (r != 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+/* The root's path as mountinfo writes a mount point (' ', '\t', '\n'
+ * and '\\' as octal escapes), looked up now: the root may have moved. */
+static bool root_mount_path(const struct stat_cache *sc, char *out,
+			    size_t cap)
+{
+	char link[64], path[PATH_MAX];
+	ssize_t n;
+	size_t o = 0;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", sc->cfg->root_fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0 || path[0] != '/')
+		return false;
+	path[n] = '\0';
+	if (strstr(path, " (deleted)"))
+		return false;
+	for (const char *p = path; *p; p++) {
+		if (o + 5 > cap)
+			return false;
+		if (strchr(" \t\n\\", *p))
+			o += (size_t)snprintf(out + o, cap - o, "\\%03o",
+					      (unsigned char)*p);
+		else
+			out[o++] = *p;
+	}
+	out[o] = '\0';
+	return true;
+}
+
+/*
+ * A digest of the mounts at or under the root (each one's mount ID and
+ * mount point, in any order), so that a change elsewhere (a container
+ * starting) costs no flush. Lookups never cross a mount point
+ * (RESOLVE_NO_XDEV), so only a new one under the root can leave facts
+ * stale, and only one there changes the digest. false: cannot tell.
+ */
+static bool mounts_digest(const struct stat_cache *sc, uint64_t *out)
+{
+	char root[PATH_MAX * 4 + 8], *text, *line, *end;
+	size_t len, rlen;
+	uint64_t d = 0;
+
+	if (sc->mfd < 0 || !sc->cfg || !root_mount_path(sc, root, sizeof(root)))
+		return false;
+	rlen = strcmp(root, "/") ? strlen(root) : 0;
+	text = read_mountinfo(sc->mfd, &len);
+	if (!text)
+		return false;
+	for (line = text; line < text + len; line = end + 1) {
+		const char *f[5], *p = line;
+		size_t mlen;
+		int i;
+
+		end = memchr(line, '\n', (size_t)(text + len - line));
+		if (!end)
+			end = text + len;
+		for (i = 0; i < 5 && p < end; i++) {
+			f[i] = p;
+			p = memchr(p, ' ', (size_t)(end - p));
+			p = p ? p + 1 : end;
+		}
+		if (i < 5)
+			continue;
+		p = memchr(f[4], ' ', (size_t)(end - f[4]));
+		mlen = (size_t)((p ? p : end) - f[4]);
+		if (mlen < rlen || memcmp(f[4], root, rlen) ||
+		    (mlen > rlen && f[4][rlen] != '/'))
+			continue;
+		/* Mount ID, then the mount point: hashed together. */
+		d += hash_of(f[0], (size_t)(f[1] - f[0])) ^
+		     hash_of(f[4], mlen) * 31;
+	}
+	free(text);
+	*out = d;
+	return true;
+}
+
+/* Whether the mounts under the root changed since last looked at (or
+ * that cannot be told); the next look compares with now. */
+static bool mounts_moved(struct stat_cache *sc)
+{
+	uint64_t d;
+
+	if (!mounts_digest(sc, &d))
+		return true;
+	if (d == sc->mounts_seen)
+		return false;
+	sc->mounts_seen = d;
+	return true;
+}
+
+void stat_cache_mounts_changed(struct stat_cache *sc)
+{
+	if (!sc || sc->ignore_mounts || !mounts_moved(sc) || !sc->n)
+		return;
+	count(sc, SC_FLUSHES);
+	stat_cache_flush(sc);
+}
+
 void stat_cache_sync(struct stat_cache *sc)
 {
 	char buf[4096] __attribute__((aligned(8)));
@@ -745,7 +880,8 @@ void stat_cache_sync(struct stat_cache *sc)
 	 * mount or unmount raises no inotify event, and whatever it
 	 * covered or uncovered may be anywhere in the cache. */
 	if (poll(pfd, 2, 0) < 0 ||
-	    ((pfd[1].revents & (POLLPRI | POLLERR)) && !sc->ignore_mounts))
+	    ((pfd[1].revents & (POLLPRI | POLLERR)) && !sc->ignore_mounts &&
+	     mounts_moved(sc)))
 		lost = true;
 	else if (!(pfd[0].revents & POLLIN))
 		return;
@@ -781,19 +917,6 @@ void stat_cache_batch(struct stat_cache *sc)
 {
 	if (sc)
 		sc->unsynced = true;
-}
-
-int stat_cache_mounts_fd(const struct stat_cache *sc)
-{
-	return sc ? sc->mfd : -1;
-}
-
-void stat_cache_mounts_changed(struct stat_cache *sc)
-{
-	if (!sc || !sc->n || sc->ignore_mounts)
-		return;
-	count(sc, SC_FLUSHES);
-	stat_cache_flush(sc);
 }
 
 int stat_cache_notify_fd(const struct stat_cache *sc, unsigned *gen)
@@ -859,6 +982,10 @@ void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
 			"stat cache off for root \"%s\": its filesystem (%s) "
 			"may change without inotify events",
 			cfg->root, fstype);
+	/* What a change of the mount table is compared with (a root that
+	 * cannot be placed: every change flushes). */
+	if (sc->usable && !mounts_digest(sc, &sc->mounts_seen))
+		sc->mounts_seen = 0;
 }
 
 static unsigned depth_of(const char *relpath)

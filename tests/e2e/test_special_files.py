@@ -301,5 +301,42 @@ def mount_over_a_cached_directory():
         srv.stop()
 
 
+@orcdtest.case
+def a_mount_elsewhere_keeps_the_cache():
+    # Only a mount under the root can leave facts stale (lookups never
+    # cross a mount point): one anywhere else, a container starting on
+    # the same machine, must not empty the cache.
+    with Server(metrics=True) as srv:
+        if srv.shared_fs:
+            raise orcdtest.Skip("orcd runs in the guest: a mount here is "
+                                "not in its namespace")
+        srv.private_mounts()
+        srv.start()
+        for _ in range(2):
+            eq(get(srv, "/hello.txt").body, HELLO, "before")
+        elsewhere = os.path.join(srv.tmp, "elsewhere")
+        other = os.path.join(srv.tmp, "other")
+        os.makedirs(elsewhere)
+        os.makedirs(other)
+        before = cache_counts(srv)
+        srv.mount("--bind", other, elsewhere)
+        try:
+            eq(get(srv, "/hello.txt").body, HELLO, "after a mount elsewhere")
+            hits, flushes = cache_counts(srv)
+            eq(flushes, before[1], "flushes after a mount elsewhere")
+            check(hits > before[0], "no hit after a mount elsewhere")
+            srv.mount("--bind", other, srv.path("dir"))
+            try:
+                eq(get(srv, "/hello.txt").body, HELLO, "after one under it")
+                eq(cache_counts(srv)[1], before[1] + 1,
+                   "flushes after a mount under the root")
+            finally:
+                srv.umount(srv.path("dir"))
+        finally:
+            srv.umount(elsewhere)
+        srv.assert_fds_back()
+        srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run_serverless())
