@@ -101,7 +101,6 @@ struct stat_cache {
 	int ifd;	  /* inotify, made with the cache; -1 if that failed */
 	unsigned ifd_gen; /* bumped whenever ifd names a new instance */
 	int mfd;	  /* /proc/self/mountinfo: POLLPRI once mounts change */
-	uint64_t mounts_seen; /* mounts_digest() when last looked at */
 	bool ignore_mounts; /* test knob: keep facts a mount made stale */
 	bool dirty;	  /* watches were added since ifd was made */
 	struct orcd_config *cfg; /* referenced: what the entries are under */
@@ -768,16 +767,18 @@ static char *read_mountinfo(int fd, size_t *len)
 static bool root_mount_path(const struct stat_cache *sc, char *out,
 			    size_t cap)
 {
+	static const char deleted[] = " (deleted)";
 	char link[64], path[PATH_MAX];
 	ssize_t n;
 	size_t o = 0;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", sc->cfg->root_fd);
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0 || path[0] != '/')
+	n = readlink(link, path, sizeof(path));
+	if (n <= 0 || (size_t)n >= sizeof(path) || path[0] != '/')
 		return false;
 	path[n] = '\0';
-	if (strstr(path, " (deleted)"))
+	if ((size_t)n >= sizeof(deleted) - 1 &&
+	    !strcmp(path + n - (sizeof(deleted) - 1), deleted))
 		return false;
 	for (const char *p = path; *p; p++) {
 		if (o + 5 > cap)
@@ -792,74 +793,94 @@ static bool root_mount_path(const struct stat_cache *sc, char *out,
 	return true;
 }
 
-/*
- * A digest of the mounts at or under the root (each one's mount ID and
- * mount point, in any order), so that a change elsewhere (a container
- * starting) costs no flush. Lookups never cross a mount point
- * (RESOLVE_NO_XDEV), so only a new one under the root can leave facts
- * stale, and only one there changes the digest. false: cannot tell.
- */
-static bool mounts_digest(const struct stat_cache *sc, uint64_t *out)
+/* A mount point's part after the root, unescaped into a relpath; false
+ * when it does not fit. */
+static bool mount_relpath(const char *m, size_t n, char *out, size_t cap)
 {
-	char root[PATH_MAX * 4 + 8], *text, *line, *end;
-	size_t len, rlen;
-	uint64_t d = 0;
+	size_t o = 0;
 
-	if (sc->mfd < 0 || !sc->cfg || !root_mount_path(sc, root, sizeof(root)))
-		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = m[i];
+
+		if (c == '\\' && n - i >= 4) {
+			c = (char)(((m[i + 1] - '0') << 6) |
+				   ((m[i + 2] - '0') << 3) | (m[i + 3] - '0'));
+			i += 3;
+		}
+		if (o + 1 >= cap)
+			return false;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return true;
+}
+
+/*
+ * The mount table changed. Lookups never cross a mount point
+ * (RESOLVE_NO_XDEV), so an entry at or beneath one under the root was
+ * filled before that mount and is stale: drop exactly those (a mount
+ * elsewhere, a container starting, drops nothing; an unmount leaves
+ * nothing to drop). A mount at the root itself changes nothing: lookups
+ * start from root_fd, which holds the directory it covers. Without the
+ * table or the root's path, everything goes.
+ */
+static void mounts_apply(struct stat_cache *sc)
+{
+	char root[PATH_MAX * 4 + 8], rel[PATH_MAX], *text, *line, *end;
+	size_t len, rlen;
+	unsigned gone = 0;
+
+	if (sc->ignore_mounts || !sc->n)
+		return;
+	if (sc->mfd < 0 || !sc->cfg ||
+	    !root_mount_path(sc, root, sizeof(root)) ||
+	    !(text = read_mountinfo(sc->mfd, &len))) {
+		count(sc, SC_FLUSHES);
+		stat_cache_flush(sc);
+		return;
+	}
 	rlen = strcmp(root, "/") ? strlen(root) : 0;
-	text = read_mountinfo(sc->mfd, &len);
-	if (!text)
-		return false;
 	for (line = text; line < text + len; line = end + 1) {
-		const char *f[5], *p = line;
+		const char *m = line, *sp;
+		struct sc_entry *e;
 		size_t mlen;
-		int i;
 
 		end = memchr(line, '\n', (size_t)(text + len - line));
 		if (!end)
 			end = text + len;
-		for (i = 0; i < 5 && p < end; i++) {
-			f[i] = p;
-			p = memchr(p, ' ', (size_t)(end - p));
-			p = p ? p + 1 : end;
+		/* The fifth field: the mount point. */
+		for (int i = 0; i < 4 && m; i++) {
+			m = memchr(m, ' ', (size_t)(end - m));
+			m = m ? m + 1 : NULL;
 		}
-		if (i < 5)
+		if (!m)
 			continue;
-		p = memchr(f[4], ' ', (size_t)(end - f[4]));
-		mlen = (size_t)((p ? p : end) - f[4]);
-		if (mlen < rlen || memcmp(f[4], root, rlen) ||
-		    (mlen > rlen && f[4][rlen] != '/'))
+		sp = memchr(m, ' ', (size_t)(end - m));
+		mlen = (size_t)((sp ? sp : end) - m);
+		/* Strictly beneath the root: "ROOT/..." ("/..." for "/"). */
+		if (mlen <= rlen + 1 || memcmp(m, root, rlen) || m[rlen] != '/')
 			continue;
-		/* Mount ID, then the mount point: hashed together. */
-		d += hash_of(f[0], (size_t)(f[1] - f[0])) ^
-		     hash_of(f[4], mlen) * 31;
+		if (!mount_relpath(m + rlen + 1, mlen - rlen - 1, rel,
+				   sizeof(rel)))
+			continue; /* longer than any path looked up */
+		e = find(sc, rel, strlen(rel), hash_of(rel, strlen(rel)));
+		if (e)
+			gone += drop_tree(sc, e);
 	}
 	free(text);
-	*out = d;
-	return true;
-}
-
-/* Whether the mounts under the root changed since last looked at (or
- * that cannot be told); the next look compares with now. */
-static bool mounts_moved(struct stat_cache *sc)
-{
-	uint64_t d;
-
-	if (!mounts_digest(sc, &d))
-		return true;
-	if (d == sc->mounts_seen)
-		return false;
-	sc->mounts_seen = d;
-	return true;
+	if (gone)
+		atomic_store_explicit(
+			&sc->ctr[SC_INVALIDATED],
+			atomic_load_explicit(&sc->ctr[SC_INVALIDATED],
+					     memory_order_relaxed) +
+				gone,
+			memory_order_relaxed);
 }
 
 void stat_cache_mounts_changed(struct stat_cache *sc)
 {
-	if (!sc || sc->ignore_mounts || !mounts_moved(sc) || !sc->n)
-		return;
-	count(sc, SC_FLUSHES);
-	stat_cache_flush(sc);
+	if (sc)
+		mounts_apply(sc);
 }
 
 void stat_cache_sync(struct stat_cache *sc)
@@ -879,12 +900,14 @@ void stat_cache_sync(struct stat_cache *sc)
 	/* One call, as the read it replaces when nothing is queued. A
 	 * mount or unmount raises no inotify event, and whatever it
 	 * covered or uncovered may be anywhere in the cache. */
-	if (poll(pfd, 2, 0) < 0 ||
-	    ((pfd[1].revents & (POLLPRI | POLLERR)) && !sc->ignore_mounts &&
-	     mounts_moved(sc)))
+	if (poll(pfd, 2, 0) < 0) {
 		lost = true;
-	else if (!(pfd[0].revents & POLLIN))
-		return;
+	} else {
+		if (pfd[1].revents & (POLLPRI | POLLERR))
+			mounts_apply(sc);
+		if (!(pfd[0].revents & POLLIN))
+			return;
+	}
 	while (!lost && (r = read(sc->ifd, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + r;) {
 			const struct inotify_event *ev = (const void *)p;
@@ -982,10 +1005,6 @@ void stat_cache_use(struct stat_cache *sc, struct orcd_config *cfg)
 			"stat cache off for root \"%s\": its filesystem (%s) "
 			"may change without inotify events",
 			cfg->root, fstype);
-	/* What a change of the mount table is compared with (a root that
-	 * cannot be placed: every change flushes). */
-	if (sc->usable && !mounts_digest(sc, &sc->mounts_seen))
-		sc->mounts_seen = 0;
 }
 
 static unsigned depth_of(const char *relpath)

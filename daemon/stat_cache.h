@@ -127,9 +127,9 @@ int stat_cache_notify_fd(const struct stat_cache *sc, unsigned *gen);
  * /proc/self/mountinfo open (-1: none, and the cache stays off), which
  * polls POLLPRI once the process's mount table changed since the last
  * poll of that fd, and every sync polls it with the inotify fd (one
- * call): a change of the mounts at or under the root (read from the
- * table then; lookups never cross a mount point, so no other can leave
- * facts stale) empties the cache. An engine that polls the inotify
+ * call): at a change it reads the table and drops what it holds at or
+ * beneath each mount point under the root (lookups never cross one, so
+ * all of that predates the mount). An engine that polls the inotify
  * fd instead of syncing after every batch polls this one too, for
  * POLLPRI, and calls stat_cache_mounts_changed() when it fires (its poll
  * may be the one that saw the change).
