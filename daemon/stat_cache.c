@@ -333,23 +333,41 @@ static void watch_release(struct stat_cache *sc, struct sc_entry *e)
 	gauges(sc);
 }
 
+/* Whether name under dir is a mount's root (a mount point). */
+static bool mount_root(int dir, const char *name)
+{
+	struct statx stx;
+
+	return statx(dir, name,
+		     AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT |
+			     AT_STATX_DONT_SYNC,
+		     0, &stx) == 0 &&
+	       (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	       (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
 /* Watch what root-relative e->key names now, for e. The watch goes
  * through /proc/self/fd, so it lands on the directory root_fd holds even
  * if the root's name was since given to another. The directory holding
  * the name is opened first, beneath the root and through no symlink: a
  * path through one (even "out -> /etc") is never cached, and its watch
- * must not land on an inode outside the root. 0 or -errno. */
+ * must not land on an inode outside the root. Nor through a mount
+ * (-EXDEV, as for the lookups), and the name itself may not be one: a
+ * watch there would be on the mounted tree, blind to the directory an
+ * unmount uncovers (no table read would name it again). 0 or -errno. */
 static int watch_take(struct stat_cache *sc, struct sc_entry *e)
 {
 	char p[PATH_MAX + 64];
 	struct sc_watch *w;
 	const char *slash = e->len ? memrchr(e->key, '/', e->len) : NULL;
+	const char *name = !e->len ? "." : slash ? slash + 1 : e->key;
 	int dir = sc->cfg->root_fd, n, wd;
 
 	if (slash) {
 		struct open_how how = {
 			.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+				   RESOLVE_NO_XDEV,
 		};
 		char up[PATH_MAX];
 
@@ -361,12 +379,14 @@ static int watch_take(struct stat_cache *sc, struct sc_entry *e)
 			return -errno;
 	}
 	/* The root as ".": the fd's own name is a link, which
-	 * IN_DONT_FOLLOW would watch instead of the directory. */
-	n = snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", dir,
-		     !e->len ? "." : slash ? slash + 1 : e->key);
+	 * IN_DONT_FOLLOW would watch instead of the directory. The root
+	 * itself may well be a mount's root. */
+	n = snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", dir, name);
 	sc->dirty = true;
 	if (n < 0 || (size_t)n >= sizeof(p))
 		wd = -ENAMETOOLONG;
+	else if (e->len && mount_root(dir, name))
+		wd = -EXDEV;
 	else if ((wd = inotify_add_watch(sc->ifd, p, WATCH_MASK)) < 0)
 		wd = -errno;
 	if (slash)
@@ -816,11 +836,13 @@ static bool mount_relpath(const char *m, size_t n, char *out, size_t cap)
 }
 
 /*
- * The mount table changed. Lookups never cross a mount point
- * (RESOLVE_NO_XDEV), so an entry at or beneath one under the root was
- * filled before that mount and is stale: drop exactly those (a mount
- * elsewhere, a container starting, drops nothing; an unmount leaves
- * nothing to drop). A mount at the root itself changes nothing: lookups
+ * The mount table changed. Lookups and watches never cross a mount
+ * point (RESOLVE_NO_XDEV, watch_take), so an entry at or beneath one
+ * under the root was filled before that mount and is stale: drop
+ * exactly those (a mount elsewhere, a container starting, drops
+ * nothing; an unmount leaves nothing to drop: no entry is on the mounted
+ * tree, and the uncovered one's watches are where they were). A mount
+ * at the root itself changes nothing: lookups
  * start from root_fd, which holds the directory it covers. Without the
  * table or the root's path, everything goes.
  */
@@ -905,7 +927,8 @@ void stat_cache_sync(struct stat_cache *sc)
 	} else {
 		if (pfd[1].revents & (POLLPRI | POLLERR))
 			mounts_apply(sc);
-		if (!(pfd[0].revents & POLLIN))
+		/* (A flush there may have left no inotify instance.) */
+		if (sc->ifd < 0 || !(pfd[0].revents & POLLIN))
 			return;
 	}
 	while (!lost && (r = read(sc->ifd, buf, sizeof(buf))) > 0) {

@@ -401,5 +401,42 @@ def a_release_switched_by_unmount_then_mount():
         srv.stop()
 
 
+@orcdtest.case
+def an_unmount_leaves_no_stale_answers():
+    # Requests while a mount covers a directory must leave nothing that
+    # watches the mounted tree: after the unmount, a 404 cached for the
+    # directory it uncovers goes when the file is created there. (A
+    # watch taken through the mount stayed on the mounted tree, and the
+    # 404 stayed for good.)
+    with Server(metrics=True) as srv:
+        if srv.shared_fs:
+            raise orcdtest.Skip("orcd runs in the guest: a mount here is "
+                                "not in its namespace")
+        srv.private_mounts()
+        srv.start()
+        mounted = os.path.join(srv.tmp, "mounted")
+        os.makedirs(os.path.join(mounted, "sub"))
+        srv.write_file("site/sub/keep.txt", b"under\n")
+        srv.mount("--bind", mounted, srv.path("site"))
+        try:
+            for _ in range(2):
+                eq(get(srv, "/site/x.html").status, 404, "while mounted")
+                eq(get(srv, "/site/sub/x.html").status, 404,
+                   "while mounted, deeper")
+        finally:
+            srv.umount(srv.path("site"))
+        for _ in range(2):
+            eq(get(srv, "/site/new.html").status, 404, "after the unmount")
+            eq(get(srv, "/site/sub/new.html").status, 404,
+               "after the unmount, deeper")
+        srv.write_file("site/new.html", b"new\n")
+        srv.write_file("site/sub/new.html", b"new below\n")
+        eq(get(srv, "/site/new.html").body, b"new\n", "created after")
+        eq(get(srv, "/site/sub/new.html").body, b"new below\n",
+           "created after, deeper")
+        srv.assert_fds_back()
+        srv.stop()
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run_serverless())
