@@ -842,9 +842,9 @@ static bool mount_relpath(const char *m, size_t n, char *out, size_t cap)
  * exactly those (a mount elsewhere, a container starting, drops
  * nothing; an unmount leaves nothing to drop: no entry is on the mounted
  * tree, and the uncovered one's watches are where they were). A mount
- * at the root itself changes nothing: lookups
- * start from root_fd, which holds the directory it covers. Without the
- * table or the root's path, everything goes.
+ * at the root itself changes nothing: lookups start from root_fd, which
+ * holds the directory it covers. Without the table or the root's path,
+ * everything goes.
  */
 static void mounts_apply(struct stat_cache *sc)
 {
@@ -920,8 +920,8 @@ void stat_cache_sync(struct stat_cache *sc)
 	if (sc->ifd < 0 || !sc->n)
 		return;
 	/* One call, as the read it replaces when nothing is queued. A
-	 * mount or unmount raises no inotify event, and whatever it
-	 * covered or uncovered may be anywhere in the cache. */
+	 * mount raises no inotify event: its fd says the table changed,
+	 * and mounts_apply() drops what a mount now covers. */
 	if (poll(pfd, 2, 0) < 0) {
 		lost = true;
 	} else {
