@@ -120,13 +120,18 @@ struct stat_cache {
 /* A full watch table is tried again after this long. */
 #define WATCH_FULL_MS 1000
 
-static void count(struct stat_cache *sc, int which)
+static void count_by(struct stat_cache *sc, int which, uint64_t n)
 {
 	_Atomic uint64_t *c = &sc->ctr[which];
 
 	atomic_store_explicit(c,
-			      atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      atomic_load_explicit(c, memory_order_relaxed) + n,
 			      memory_order_relaxed);
+}
+
+static void count(struct stat_cache *sc, int which)
+{
+	count_by(sc, which, 1);
 }
 
 static void gauges(struct stat_cache *sc)
@@ -890,13 +895,7 @@ static void mounts_apply(struct stat_cache *sc)
 			gone += drop_tree(sc, e);
 	}
 	free(text);
-	if (gone)
-		atomic_store_explicit(
-			&sc->ctr[SC_INVALIDATED],
-			atomic_load_explicit(&sc->ctr[SC_INVALIDATED],
-					     memory_order_relaxed) +
-				gone,
-			memory_order_relaxed);
+	count_by(sc, SC_INVALIDATED, gone);
 }
 
 void stat_cache_mounts_changed(struct stat_cache *sc)
@@ -950,13 +949,7 @@ void stat_cache_sync(struct stat_cache *sc)
 		stat_cache_flush(sc);
 		return;
 	}
-	if (gone)
-		atomic_store_explicit(
-			&sc->ctr[SC_INVALIDATED],
-			atomic_load_explicit(&sc->ctr[SC_INVALIDATED],
-					     memory_order_relaxed) +
-				gone,
-			memory_order_relaxed);
+	count_by(sc, SC_INVALIDATED, gone);
 }
 
 void stat_cache_batch(struct stat_cache *sc)

@@ -143,6 +143,16 @@ def swapped_fifo(srv, name, stack):
     return fifo
 
 
+def start_mounting(srv):
+    """Start srv in a mount namespace of its own, for a case that mounts
+    over what it serves (a Skip where orcd runs in the guest)."""
+    if srv.shared_fs:
+        raise orcdtest.Skip("orcd runs in the guest: a mount here is not "
+                            "in its namespace")
+    srv.private_mounts()
+    srv.start()
+
+
 def cache_counts(srv):
     """Stat cache hits and flushes so far."""
     m = srv.metrics()
@@ -258,11 +268,7 @@ def mount_over_a_cached_directory():
     # at once, kept bodies and cached 404s included, and the old files
     # again once it is unmounted. (Before: the old small body, for good.)
     with Server() as srv:
-        if srv.shared_fs:
-            raise orcdtest.Skip("orcd runs in the guest: a mount here is "
-                                "not in its namespace")
-        srv.private_mounts()
-        srv.start()
+        start_mounting(srv)
         small, big = b"old release\n", pattern(300000, 1)
         srv.write_file("rel/cur/index.txt", small)
         srv.write_file("rel/cur/big.bin", big)
@@ -309,11 +315,7 @@ def a_mount_drops_only_what_it_covers():
     # (a container starting on the same machine) drops nothing, one under
     # the root drops what it covers and keeps the rest.
     with Server(metrics=True) as srv:
-        if srv.shared_fs:
-            raise orcdtest.Skip("orcd runs in the guest: a mount here is "
-                                "not in its namespace")
-        srv.private_mounts()
-        srv.start()
+        start_mounting(srv)
         for _ in range(2):
             eq(get(srv, "/hello.txt").body, HELLO, "before")
             eq(get(srv, "/dir/page.html").body, b"<p>page</p>\n", "before")
@@ -367,11 +369,7 @@ def a_release_switched_by_unmount_then_mount():
     # and after hides the switch. What is cached beneath a mount point is
     # dropped whatever the table looked like before.
     with Server(metrics=True) as srv:
-        if srv.shared_fs:
-            raise orcdtest.Skip("orcd runs in the guest: a mount here is "
-                                "not in its namespace")
-        srv.private_mounts()
-        srv.start()
+        start_mounting(srv)
         v1, v2 = (os.path.join(srv.tmp, v) for v in ("v1", "v2"))
         for d, text in ((v1, b"v1\n"), (v2, b"v2\n")):
             os.makedirs(d)
@@ -409,11 +407,7 @@ def an_unmount_leaves_no_stale_answers():
     # watch taken through the mount stayed on the mounted tree, and the
     # 404 stayed for good.)
     with Server(metrics=True) as srv:
-        if srv.shared_fs:
-            raise orcdtest.Skip("orcd runs in the guest: a mount here is "
-                                "not in its namespace")
-        srv.private_mounts()
-        srv.start()
+        start_mounting(srv)
         mounted = os.path.join(srv.tmp, "mounted")
         os.makedirs(os.path.join(mounted, "sub"))
         srv.write_file("site/sub/keep.txt", b"under\n")
