@@ -555,6 +555,12 @@ class Orcd:
         with open("/proc/%d/%s" % (self.proc.pid, name)) as f:
             return f.read()
 
+    def cpu_seconds(self):
+        """utime + stime of the whole orcd process from /proc, in seconds
+        (USER_HZ is 100 on every Linux architecture orcd builds for)."""
+        fields = self.proc_text("stat").rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / 100.0
+
     # Mounts for one orcd (a test's bind mounts) go in a mount namespace
     # of its own: every orcd's stat cache empties itself at any change of
     # its mount table, so a mount in the machine's namespace would reach

@@ -351,13 +351,6 @@ def idle_connections_let_the_worker_sleep():
         srv.stop()
 
 
-def cpu_seconds(srv):
-    """utime + stime of the whole orcd process, from /proc (USER_HZ is
-    100 on every architecture orcd builds for)."""
-    fields = srv.proc_text("stat").rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
-
-
 @orcdtest.case
 def a_client_waiting_at_max_connections_costs_no_cpu():
     # Full, and no connection may go (each holds part of a request
@@ -380,9 +373,9 @@ def a_client_waiting_at_max_connections_costs_no_cpu():
             partial.append(waiting)
             waiting.send(build_request("GET", "/hello.txt"))
             time.sleep(0.5)  # the first pause has come and gone
-            before = cpu_seconds(srv)
+            before = srv.cpu_seconds()
             time.sleep(2)
-            used = cpu_seconds(srv) - before
+            used = srv.cpu_seconds() - before
             check(used < 0.5, "%.2f s of CPU in 2 s while a client waits "
                   "at max_connections" % used)
             partial[0].close()
@@ -427,9 +420,9 @@ def out_of_fds_with_a_client_waiting_pauses_and_says_so_rarely():
             conns.append(waiting)
             waiting.send(build_request("GET", "/hello.txt"))
             time.sleep(0.5)
-            before = cpu_seconds(srv)
+            before = srv.cpu_seconds()
             time.sleep(3)
-            used = cpu_seconds(srv) - before
+            used = srv.cpu_seconds() - before
             said = srv.stderr_text().count("; pausing")
             check(used < 0.5, "%.2f s of CPU in 3 s out of fds" % used)
             check(1 <= said <= 6, "%d 'pausing' lines in 3.5 s" % said)

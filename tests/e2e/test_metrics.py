@@ -282,28 +282,21 @@ def slow_client_does_not_hold_the_page(srv):
           % out["cut"])
 
 
-def proc_cpu_seconds(srv):
-    """utime + stime of the whole process from /proc, in seconds (USER_HZ
-    is 100 on every Linux architecture orcd builds for)."""
-    fields = srv.proc_text("stat").rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
-
-
 @orcdtest.case
 def process_cpu_seconds_match_proc(srv):
     # Benchmarks read the process's CPU time from the page where /proc is
     # out of reach (a server in a QEMU guest): it must be what /proc says.
     deadline = time.monotonic() + 10
-    while proc_cpu_seconds(srv) < 0.05:
+    while srv.cpu_seconds() < 0.05:
         check(time.monotonic() < deadline, "orcd used no CPU for 10s of "
               "requests")
         for _ in range(50):
             srv.get("/hello.txt")
     # /proc truncates utime and stime to clock ticks, each on its own.
     tick = 0.01
-    before = proc_cpu_seconds(srv)
+    before = srv.cpu_seconds()
     body = ask(srv, b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n").body
-    after = proc_cpu_seconds(srv)
+    after = srv.cpu_seconds()
     m = re.search(rb"^process_cpu_seconds_total ([0-9.]+)$", body, re.M)
     check(m is not None, "no process_cpu_seconds_total in the page")
     got = float(m.group(1))

@@ -60,6 +60,19 @@ static int opened_as(void *ctx, struct orcd_config *cfg, const char *relpath,
 	return 0;
 }
 
+/* A finalized configuration serving dir. */
+static struct orcd_config *dir_config(void)
+{
+	struct orcd_config *cfg = config_new();
+	char err[256];
+
+	assert_non_null(cfg);
+	assert_int_equal(config_set(cfg, "root", dir, false, err, sizeof(err)),
+			 0);
+	assert_int_equal(config_finalize(cfg, err, sizeof(err)), 0);
+	return cfg;
+}
+
 static int status_for(const char *head, mode_t opened)
 {
 	struct http_limits lim = {8192, 8192, 100};
@@ -67,14 +80,10 @@ static int status_for(const char *head, mode_t opened)
 	struct http_clock clock = {.now = time(NULL)};
 	struct response_plan plan;
 	struct http_request req;
-	struct orcd_config *cfg = config_new();
-	char err[256], buf[8192];
+	struct orcd_config *cfg = dir_config();
+	char buf[8192];
 	int st;
 
-	assert_non_null(cfg);
-	assert_int_equal(config_set(cfg, "root", dir, false, err, sizeof(err)),
-			 0);
-	assert_int_equal(config_finalize(cfg, err, sizeof(err)), 0);
 	assert_int_equal(http_parse_request(head, strlen(head), &lim, &req, &st),
 			 HTTP_PARSE_OK);
 	assert_int_equal(respond_plan(cfg, &lk, &req, &clock, 0, buf,
@@ -117,14 +126,10 @@ static int plan_real(const char *head, unsigned flags, uid_t uid,
 	struct http_limits lim = {8192, 8192, 100};
 	struct http_clock clock = {.now = time(NULL)};
 	struct http_request req;
-	struct orcd_config *cfg = config_new();
-	char err[256], buf[8192];
+	struct orcd_config *cfg = dir_config();
+	char buf[8192];
 	int st, rc;
 
-	assert_non_null(cfg);
-	assert_int_equal(config_set(cfg, "root", dir, false, err, sizeof(err)),
-			 0);
-	assert_int_equal(config_finalize(cfg, err, sizeof(err)), 0);
 	assert_int_equal(http_parse_request(head, strlen(head), &lim, &req,
 					    &st),
 			 HTTP_PARSE_OK);
@@ -276,10 +281,10 @@ static void test_a_long_redirect_fits_the_response_buffer(void **state)
 	static char head[16384], buf[32768];
 	struct http_limits lim = {16384, 16384, 100};
 	struct http_clock clock = {.now = time(NULL)};
-	struct orcd_config *cfg = config_new();
+	struct orcd_config *cfg = dir_config();
 	struct response_plan plan;
 	struct http_request req;
-	char err[256], p[PATH_MAX], *loc;
+	char p[PATH_MAX], *loc;
 	size_t n;
 	int st;
 
@@ -290,10 +295,6 @@ static void test_a_long_redirect_fits_the_response_buffer(void **state)
 	memset(head + n, '<', 7000); /* each one %3C */
 	n += 7000;
 	snprintf(head + n, sizeof(head) - n, " HTTP/1.1\r\nHost: t\r\n\r\n");
-	assert_non_null(cfg);
-	assert_int_equal(config_set(cfg, "root", dir, false, err, sizeof(err)),
-			 0);
-	assert_int_equal(config_finalize(cfg, err, sizeof(err)), 0);
 	assert_int_equal(http_parse_request(head, strlen(head), &lim, &req,
 					    &st),
 			 HTTP_PARSE_OK);
