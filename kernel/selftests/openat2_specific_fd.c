@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int test_chosen_fd(void)
@@ -92,6 +93,40 @@ static int test_ebusy_reserved(void)
 	c = 0;
 	CHECK(read(b.want, &c, 1) == 1 && c == 'x', "read FIFO via fd %d",
 	      b.want);
+	return TAP_PASS;
+}
+
+/*
+ * fork() while openat2 sleeps holding a reservation: the child's copy of
+ * the table must not keep a slot nothing will ever be installed in.
+ */
+static int test_fork_drops_reservation(void)
+{
+	struct fifo_block b;
+	int status, wr;
+	pid_t pid;
+
+	if (fifo_block_start(&b, fd_lowest_free(60)))
+		return TAP_FAIL;
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		int fd = open_at_fd("/dev/null", O_RDONLY, b.want);
+
+		if (fd != b.want) {
+			tap_diag("child: openat2 at fd %d: %d (%s)", b.want, fd,
+				 fd < 0 ? strerror(errno) : "wrong fd");
+			_exit(1);
+		}
+		_exit(close(fd) == 0 ? 0 : 1);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+	wr = fifo_block_finish(&b);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child could not use the fd its parent had reserved");
+	CHECK(wr >= 0, "no writer for the FIFO");
+	CHECK(b.result == b.want, "blocked openat2 returned %d (%s), wanted %d",
+	      b.result, b.result < 0 ? strerror(b.err) : "ok", b.want);
 	return TAP_PASS;
 }
 
@@ -276,12 +311,22 @@ static int test_ver0_with_flag(void)
 	      "24-byte open_how with O_SPECIFIC_FD: returned %d (%s)", r,
 	      r < 0 ? strerror(errno) : "an fd");
 	CHECK(!fd_is_open(0), "fd 0 was opened");
-	/* any size short of the fd field counts as version 0 */
+	/* a version-0 size ignores an fd beyond it */
 	how.fd = SPECIFIC_FD_ANY;
 	r2 = sys_openat2(AT_FDCWD, "/dev/null", &how, OPEN_HOW_SIZE_V0);
 	CHECK(r2 < 0 && errno == EINVAL,
 	      "24-byte open_how with the flag and fd (u32)-1 beyond it: %d (%s)",
 	      r2, r2 < 0 ? strerror(errno) : "an fd");
+	/* so is any size short of the whole version-1 struct, even one
+	 * that holds all of the fd field (28) */
+	how.fd = 0;
+	for (size_t size = OPEN_HOW_SIZE_V0 + 1; size < OPEN_HOW_SIZE_V1;
+	     size++) {
+		r2 = sys_openat2(AT_FDCWD, "/dev/null", &how, size);
+		CHECK(r2 < 0 && errno == EINVAL,
+		      "%zu-byte open_how with O_SPECIFIC_FD: %d (%s)", size,
+		      r2, r2 < 0 ? strerror(errno) : "an fd");
+	}
 	CHECK(fd_count() == count, "fd count changed");
 	/* the same struct at 32 bytes opens at fd 0 */
 	how.fd = 0;
@@ -382,6 +427,8 @@ static const struct tap_test tests[] = {
 	  test_ebusy_open, HAVE_OPENAT2_FD },
 	{ "EBUSY when another thread has reserved the fd inside openat2 (FIFO)",
 	  test_ebusy_reserved, HAVE_OPENAT2_FD },
+	{ "a fork() child gets the fd a sleeping openat2 reserved free",
+	  test_fork_drops_reservation, HAVE_OPENAT2_FD },
 	{ "racing threads on one fd: exactly one wins, the rest get EBUSY",
 	  test_race_same_fd, HAVE_OPENAT2_FD },
 	{ "EBADF at and above RLIMIT_NOFILE (incl. fds negative as int)",
@@ -391,7 +438,7 @@ static const struct tap_test tests[] = {
 	{ "fd (u32)-1 means lowest available", test_any_fd, HAVE_OPENAT2_FD },
 	{ "EINVAL: non-zero __padding, or non-zero fd without the flag",
 	  test_einval, HAVE_OPENAT2_FD },
-	{ "a 24-byte (version-0) open_how with O_SPECIFIC_FD is EINVAL",
+	{ "an open_how shorter than 32 bytes with O_SPECIFIC_FD is EINVAL",
 	  test_ver0_with_flag, HAVE_OPENAT2_FD },
 	{ "F_GETFL never shows O_SPECIFIC_FD", test_getfl, HAVE_OPENAT2_FD },
 	{ "O_CLOEXEC applies to the chosen fd", test_cloexec, HAVE_OPENAT2_FD },

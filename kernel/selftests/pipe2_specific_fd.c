@@ -219,6 +219,14 @@ static int test_rlimit(void)
 	      r < 0 ? strerror(errno) : "success");
 	CHECK(!fd_is_open(b) && fd_count() == count, "fd %d leaked", b);
 
+	/* Other negative ends are no "lowest available": as u32 they lie
+	 * far above any limit. */
+	fds[0] = a, fds[1] = -2;
+	r = pipe2(fds, O_SPECIFIC_FD);
+	CHECK(r < 0 && errno == EBADF, "{%d,-2} gave %d (%s), not EBADF", a, r,
+	      r < 0 ? strerror(errno) : "success");
+	CHECK(!fd_is_open(a) && fd_count() == count, "fd %d leaked", a);
+
 	/* raw syscall: glibc's prototype rightly refuses a bogus array */
 	r = syscall(SYS_pipe2, (void *)8, O_SPECIFIC_FD);
 	CHECK(r < 0 && errno == EFAULT, "unreadable array gave %d (%s)", r,
@@ -276,7 +284,7 @@ static const struct tap_test tests[] = {
 	  test_reserved_end_ebusy, HAVE_PIPE2_FD | HAVE_OPENAT2_FD },
 	{ "O_CLOEXEC and O_NONBLOCK combine with O_SPECIFIC_FD",
 	  test_flags_combine, HAVE_PIPE2_FD },
-	{ "an end at RLIMIT_NOFILE is EBADF, EFAULT for a bad array; nothing leaks",
+	{ "an end at RLIMIT_NOFILE or below -1 is EBADF, EFAULT for a bad array; nothing leaks",
 	  test_rlimit, HAVE_PIPE2_FD },
 	{ "chosen ends may lie below PR_INCREASE_MIN_FD; -1 ends respect it",
 	  test_min_fd, HAVE_PIPE2_FD | HAVE_MIN_FD },
