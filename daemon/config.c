@@ -876,8 +876,9 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 	if (ret || !c->access_log || !strcmp(c->access_log, "-") ||
 	    !strcmp(c->access_log, "stdout"))
 		return ret;
-	/* Opened as start-up opens it, less O_CREAT: nothing changes. */
-	fd = open(c->access_log, O_WRONLY | O_APPEND | O_CLOEXEC);
+	/* Opened as start-up opens it, less O_CREAT: nothing changes (and
+	 * a FIFO with no reader is ENXIO, not a wait). */
+	fd = open(c->access_log, O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
 	if (fd >= 0) {
 		close(fd);
 		return 0;
@@ -890,7 +891,9 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 	if (ret)
 		set_err(err, errcap, "%saccess_log %s: %s",
 			config_where(c, "access_log", at, sizeof(at)),
-			show(c->access_log).s, strerror(-ret));
+			show(c->access_log).s,
+			ret == -ENXIO ? "a FIFO no process reads" :
+					strerror(-ret));
 	return ret;
 }
 

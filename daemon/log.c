@@ -61,11 +61,31 @@ struct access_log {
 
 static void say_lost(struct access_log *l, const char *when);
 
+/* O_NONBLOCK: a FIFO with no reader is -ENXIO at once, where a blocking
+ * open would hold the main thread (and its signals) until one came.
+ * Writes block as before. */
 static int open_log_file(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+				    O_NONBLOCK,
+		      0640);
+	int fl;
 
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+const char *access_log_strerror(int err)
+{
+	return err == -ENXIO ? "a FIFO no process reads" : strerror(-err);
 }
 
 int access_log_open(const char *spec, struct access_log **out)

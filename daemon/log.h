@@ -17,8 +17,12 @@ void log_msg(int prio, const char *fmt, ...)
 
 struct access_log;
 
-/* spec: "-"/"stdout" or a file path (O_APPEND|O_CREAT, 0640). */
+/* spec: "-"/"stdout" or a file path (O_APPEND|O_CREAT, 0640). A FIFO
+ * must have a reader when it is opened (here and at each reopen):
+ * -ENXIO otherwise, never a wait. */
 int access_log_open(const char *spec, struct access_log **out);
+/* What an error of access_log_open() or _reopen() means, for a log line. */
+const char *access_log_strerror(int err);
 /* Reopen the path (logrotate); atomic for concurrent writers. Workers'
  * buffered lines go wherever the log points when they are flushed: hand
  * them out first (server.c does). */

@@ -1009,7 +1009,7 @@ static void reopen_access_log(struct orcd_server *s)
 	if (e)
 		log_msg(LOG_ERR,
 			"reopening the access log %s failed: %s; lines go on to the file it had open",
-			s->cfg->access_log, strerror(-e));
+			s->cfg->access_log, access_log_strerror(e));
 }
 
 /* Wakes the workers whose configuration went stale (cfg_stale), once a
@@ -1292,7 +1292,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 			log_msg(LOG_ERR, "%saccess_log %s: %s",
 				config_where(cfg, "access_log", why,
 					     sizeof(why)),
-				cfg->access_log, strerror(-e));
+				cfg->access_log, access_log_strerror(e));
 			goto out;
 		}
 	}
@@ -1335,6 +1335,9 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	}
 	started = start_workers(&s, s.workers, s.n_workers, cfg);
 	if (started < s.n_workers) {
+		/* The server could not start: exit 1 once those that did
+		 * have stopped (orcd.8). */
+		s.failed = true;
 		atomic_store(&s.stopping, true);
 		/* Only then: workers read n_workers while they set up (each
 		 * one's share of the fd limit and of specific's range), and

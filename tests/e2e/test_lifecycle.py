@@ -221,6 +221,77 @@ def flags_override_config():
 # ---- signals ----
 
 @orcdtest.case
+def a_worker_that_cannot_start_is_exit_1():
+    """orcd.8: exit 1 when the server could not start. Here the root is
+    one `user nobody` cannot open, which orcd finds only in its workers,
+    after dropping root; it used to stop those that did start and exit
+    0 with "stopped"."""
+    if os.geteuid() != 0:
+        raise orcdtest.Skip("user needs root")
+    with Server() as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: its users are not ours")
+        os.chmod(srv.tmp, 0o755)
+        os.chmod(srv.root, 0o700)
+        set_conf(srv, base_conf(srv).replace("threads 1;", "threads 2;")
+                 + "user nobody;\n")
+        rc, out, err = run_bin(["-c", srv.conf_path])
+        check("starting worker" in err and "Permission denied" in err,
+              "the failure said: %r" % err)
+        eq(rc, 1, "exit status (stderr: %r)" % err)
+        check("stopped" not in err, "a failed start said as a stop: %r" % err)
+
+
+@orcdtest.case
+def access_log_fifo_is_opened_without_waiting():
+    """A FIFO as the access log is opened without waiting for a reader:
+    with none, start-up and --check-config refuse at once, and a SIGUSR1
+    after the reader went keeps the open file and the server answering
+    signals. A blocking open used to hold the main thread (SIGTERM,
+    SIGHUP, the watchdog) until some process opened the FIFO."""
+    import subprocess
+    with Server() as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: a FIFO here is not "
+                                "one there")
+        fifo = os.path.join(srv.tmp, "access.fifo")
+        os.mkfifo(fifo)
+        set_conf(srv, base_conf(srv).replace(
+            "access_log %s;" % srv.access_log, "access_log %s;" % fifo))
+        for extra in (["--check-config"], []):
+            try:
+                rc, out, err = run_bin(["-c", srv.conf_path] + extra, 10)
+            except subprocess.TimeoutExpired:
+                raise orcdtest.TestFailure("orcd %s waited for a reader"
+                                           % " ".join(extra))
+            eq(rc, 1, "exit status of orcd %s" % " ".join(extra))
+            check("a FIFO no process reads" in out + err,
+                  "the cause said: %r" % (out + err))
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            srv.start()
+            srv.get("/hello.txt", {"User-Agent": "through-the-fifo"})
+            got = [b""]
+
+            def line_read():
+                try:
+                    got[0] += os.read(reader, 65536)
+                except BlockingIOError:
+                    pass
+                return b"through-the-fifo" in got[0]
+            wait_until(line_read, 10, "the line through the FIFO")
+        finally:
+            os.close(reader)
+        srv.signal(signal.SIGUSR1)
+        wait_until(lambda: "a FIFO no process reads" in srv.stderr_text(),
+                   10, "the failed reopen to be said")
+        check("lines go on to the file it had open" in srv.stderr_text(),
+              "what happens to the lines: %r" % srv.stderr_text())
+        eq(srv.get("/hello.txt").status, 200, "served after the reopen")
+        srv.stop()
+
+
+@orcdtest.case
 def a_crash_is_no_clean_stop():
     """The harness itself: an orcd that died before its stop (here of
     SIGKILL, as of a crash or a sanitizer's abort) fails that stop, so a
