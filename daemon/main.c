@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -27,6 +29,18 @@ static bool stdio_held(void)
 	return true;
 }
 
+/* ORCD_TEST_START_PAUSE_MS: a pause before the configuration is read,
+ * for tests of signals sent while orcd starts. */
+static void test_start_pause(void)
+{
+	const char *v = getenv("ORCD_TEST_START_PAUSE_MS");
+	long ms = v ? strtol(v, NULL, 10) : 0;
+
+	if (ms > 0 && ms <= 60000)
+		nanosleep(&(struct timespec){ ms / 1000, ms % 1000 * 1000000 },
+			  NULL);
+}
+
 int main(int argc, char **argv)
 {
 	struct cli_opts o;
@@ -46,6 +60,12 @@ int main(int argc, char **argv)
 	if (o.version) {
 		printf("orcd %s\n", ORCD_VERSION);
 		return 0;
+	}
+	if (!o.check_config) {
+		/* A SIGHUP or SIGTERM while the server loads and starts waits
+		 * for its signal loop; a check stays stoppable by ^C. */
+		server_block_signals();
+		test_start_pause();
 	}
 	if (cli_pick_config(&o, ORCD_DEFAULT_CONF, err, sizeof(err)) ||
 	    server_load_config(&o, &cfg, err, sizeof(err))) {

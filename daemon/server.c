@@ -1205,6 +1205,29 @@ static unsigned workers_for(const cpu_set_t *cpus)
 	return n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
 }
 
+/* What main_loop() reads from its signalfd. */
+static void server_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGUSR1);
+	/* nginx's graceful stop; the default action cuts every response and
+	 * drops the buffered log lines, with a core dump. */
+	sigaddset(set, SIGQUIT);
+	sigaddset(set, SIGUSR2);
+	sigaddset(set, SIGWINCH);
+}
+
+void server_block_signals(void)
+{
+	sigset_t set;
+
+	server_signals(&set);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
 int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 {
 	struct orcd_server s = { .cfg = cfg, .done_fd = -1 };
@@ -1234,17 +1257,9 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	for (k = 0; k < s.n_workers; k++)
 		s.workers[k].wake_fd = -1;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGUSR1);
-	/* nginx's graceful stop; the default action cuts every response and
-	 * drops the buffered log lines, with a core dump. */
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGUSR2);
-	sigaddset(&set, SIGWINCH);
-	/* Blocked before any thread exists, so only the signalfd sees them. */
+	/* Blocked before any thread exists (main() did already), so only
+	 * the signalfd sees them. */
+	server_signals(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	/* An access log at RLIMIT_FSIZE fails its write (EFBIG), which the

@@ -209,6 +209,12 @@ bool server_stopping(const struct orcd_worker *w);
 
 struct cli_opts;
 
+/* Block the signals server_run() reads from its signalfd (SIGHUP, SIGTERM,
+ * ...), in the calling thread. main() calls it before it reads the
+ * configuration, so that a reload or stop asked for while the server
+ * starts waits for it instead of the default action killing it. */
+void server_block_signals(void);
+
 /* Build a config from the file named by (or defaulted for) the options,
  * with the command-line overrides applied on top, and finalize it. */
 int server_load_config(const struct cli_opts *o, struct orcd_config **out,

@@ -452,6 +452,38 @@ def sighup_reload():
 
 
 @orcdtest.case
+def signals_while_starting_wait_for_the_server():
+    """A SIGHUP or SIGUSR1 (a reload, a log rotation) that arrives while
+    orcd still loads its configuration is handled once it serves, not by
+    the default action, which killed it (logrotate and scripts signal
+    whatever runs). ORCD_TEST_START_PAUSE_MS holds orcd in that stretch."""
+    with Server() as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: signalled by the "
+                                "harness, not from a thread")
+        srv.env["ORCD_TEST_START_PAUSE_MS"] = "1500"
+        sent = []
+
+        def signal_early():
+            wait_until(lambda: srv.proc is not None, 10, "orcd to exist")
+            time.sleep(0.7)
+            for sig in (signal.SIGHUP, signal.SIGUSR1):
+                srv.proc.send_signal(sig)
+            sent.append(srv.proc.poll())
+        t = threading.Thread(target=signal_early)
+        t.start()
+        try:
+            srv.start()
+        finally:
+            t.join()
+        eq(sent, [None], "orcd running when it was signalled")
+        wait_until(lambda: "configuration reloaded" in srv.stderr_text(),
+                   10, "the early SIGHUP to reload")
+        eq(srv.get("/hello.txt").status, 200, "served")
+        srv.stop()
+
+
+@orcdtest.case
 def sighup_keeps_connections():
     # A kept-alive connection survives a reload and is served after it.
     with Server() as srv:
