@@ -397,7 +397,18 @@ static void input(struct h1_conn *c)
 	};
 	enum http_parse_result r;
 	int status = 0;
+	size_t blank = http_empty_lines(c->in, c->in_len);
 
+	if (blank) {
+		/* Empty lines before a request (a stray CRLF after the last
+		 * one) begin no request: dropped, so that a connection with
+		 * nothing else stays idle (idle_timeout, first to be let go)
+		 * instead of waiting out header_timeout for a 408 nobody
+		 * asked for. The parse restarts on what is left. */
+		memmove(c->in, c->in + blank, c->in_len - blank);
+		c->in_len -= blank;
+		memset(&c->parse, 0, sizeof(c->parse));
+	}
 	if (!c->in_len) {
 		read_more(c);
 		return;

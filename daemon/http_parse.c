@@ -60,6 +60,21 @@ static unsigned char lower(unsigned char c)
 	return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
 }
 
+size_t http_empty_lines(const char *buf, size_t len)
+{
+	size_t pos = 0;
+
+	for (;;) {
+		if (pos < len && buf[pos] == '\n')
+			pos++;
+		else if (pos + 1 < len && buf[pos] == '\r' &&
+			 buf[pos + 1] == '\n')
+			pos += 2;
+		else
+			return pos;
+	}
+}
+
 bool http_str_eq_ci(struct http_str s, const char *lit)
 {
 	size_t i;

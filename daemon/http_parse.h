@@ -131,6 +131,11 @@ enum http_parse_result http_parse_more(const char *buf, size_t len,
 				       struct http_request *req, int *status,
 				       struct http_parse_state *st);
 
+/* How many bytes at the start of buf are whole empty lines (CRLF or a
+ * bare LF): what RFC 9112 2.2 lets a server ignore before a request line,
+ * e.g. the stray CRLF some clients send after a request. */
+size_t http_empty_lines(const char *buf, size_t len);
+
 /* Case-insensitive comparison of s with the NUL-terminated lit. */
 bool http_str_eq_ci(struct http_str s, const char *lit);
 

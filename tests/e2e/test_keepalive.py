@@ -287,6 +287,32 @@ def idle_timeout_closes(srv):
 
 
 @orcdtest.case
+def stray_empty_lines_leave_the_connection_idle(srv):
+    # RFC 9112 2.2: empty lines before a request line are ignored. A
+    # CRLF some clients send after a request (in its packet, or later)
+    # begins no request: the connection closes silently at idle_timeout,
+    # not with a 408 at header_timeout (here the longer one).
+    for after in (b"\r\n", b"\r\n\n"):
+        for apart in (False, True):
+            with srv.conn() as c:
+                req = build_request("GET", "/hello.txt")
+                c.send(req if apart else req + after)
+                eq(c.read_response().status, 200, "status")
+                if apart:
+                    c.send(after)
+                t0 = time.monotonic()
+                check(c.closed_by_peer(HEADER + SLACK),
+                      "still open %.1fs after the response"
+                      % (HEADER + SLACK))
+                took = time.monotonic() - t0
+                what = "%r %s" % (after, "apart" if apart else "behind it")
+                eq(c.buf, b"", "bytes after the response (%s)" % what)
+                check(took < (IDLE + HEADER) / 2,
+                      "closed after %.1fs (%s): idle_timeout is %.0fs, "
+                      "header_timeout %.0fs" % (took, what, IDLE, HEADER))
+
+
+@orcdtest.case
 def idle_timeout_on_silent_new_connection(srv):
     with srv.conn() as c:
         check(c.closed_by_peer(max(IDLE, HEADER) + SLACK),

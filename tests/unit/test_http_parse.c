@@ -392,6 +392,18 @@ static void test_leading_empty_lines(void **state)
 	result_free(&res);
 }
 
+static void test_empty_lines_prefix(void **state)
+{
+	(void)state;
+	assert_int_equal(http_empty_lines("", 0), 0);
+	assert_int_equal(http_empty_lines("\r\n", 2), 2);
+	assert_int_equal(http_empty_lines("\r\n\n\r\nGET", 8), 5);
+	/* A lone CR may be half of one: not yet whole. */
+	assert_int_equal(http_empty_lines("\r\n\r", 3), 2);
+	assert_int_equal(http_empty_lines("\rGET", 4), 0);
+	assert_int_equal(http_empty_lines("GET / HTTP/1.1\r\n", 16), 0);
+}
+
 static void test_bare_lf(void **state)
 {
 	(void)state;
@@ -1129,6 +1141,7 @@ int main(void)
 		cmocka_unit_test(test_connection_11),
 		cmocka_unit_test(test_version_minor_above_1),
 		cmocka_unit_test(test_leading_empty_lines),
+		cmocka_unit_test(test_empty_lines_prefix),
 		cmocka_unit_test(test_bare_lf),
 		cmocka_unit_test(test_captured_fields),
 		cmocka_unit_test(test_host_values),
