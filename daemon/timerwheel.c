@@ -142,8 +142,9 @@ struct tw_timer *tw_expire(struct timerwheel *w, int64_t now_ms)
 
 int64_t tw_wait_ms(const struct timerwheel *w, int64_t now_ms, int64_t cap_ms)
 {
-	int64_t now = tick_of(now_ms);
-	int64_t from = w->tick > now ? w->tick : now;
+	/* From the first tick tw_expire() has not walked past: a timer in
+	 * a tick before now that no expire looked at yet is due. */
+	int64_t from = w->tick;
 
 	/* Slots beyond the cap cannot shorten the wait: under load (a turn
 	 * per batch) the scan stays within a second's 125 slots, whatever
@@ -183,8 +184,11 @@ int64_t tw_wait_ms(const struct timerwheel *w, int64_t now_ms, int64_t cap_ms)
 		k++;
 	}
 	/* Nothing due before the span ends: look again then (the cap, or
-	 * when the next turn begins). */
+	 * when the next turn begins; at once if the span ends before now,
+	 * where an expire walks the ticks left). */
 	int64_t ms = (from + span) * TW_RES_MS - now_ms;
 
+	if (ms < 0)
+		ms = 0;
 	return ms < cap_ms ? ms : cap_ms;
 }

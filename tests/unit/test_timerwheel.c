@@ -124,6 +124,28 @@ static void test_wait_bound(void **state)
 	free(w);
 }
 
+/* Time that went on without an expire (a caller that asks for the wait
+ * first): a timer that fell due meanwhile is due now, not skipped with
+ * the ticks the wheel has not walked yet. */
+static void test_wait_after_time_moved_on(void **state)
+{
+	struct timerwheel *w = new_wheel(0);
+	struct tw_timer a = {0};
+
+	(void)state;
+	tw_arm(w, &a, 30);
+	assert_int_equal(tw_wait_ms(w, 200, 1000), 0);
+	assert_ptr_equal(tw_expire(w, 200), &a);
+	assert_null(tw_expire(w, 200));
+	assert_int_equal(tw_wait_ms(w, 200, 1000), 1000);
+	/* Far on, with a timer of a later turn: never a negative wait. */
+	tw_arm(w, &a, 100000);
+	assert_in_range(tw_wait_ms(w, 5000, 1000), 0, 1000);
+	assert_null(tw_expire(w, 5000));
+	assert_in_range(tw_wait_ms(w, 5000, 1000), 1, 1000);
+	free(w);
+}
+
 static void test_later_turns_wake_nobody(void **state)
 {
 	/* 60 s (an idle timeout) is in a slot the wheel passes seven times
@@ -207,6 +229,7 @@ int main(void)
 		cmocka_unit_test(test_far_behind_sees_everything),
 		cmocka_unit_test(test_already_due_when_armed),
 		cmocka_unit_test(test_wait_bound),
+		cmocka_unit_test(test_wait_after_time_moved_on),
 		cmocka_unit_test(test_later_turns_wake_nobody),
 		cmocka_unit_test(test_due_later_in_the_current_tick),
 		cmocka_unit_test(test_many_in_one_slot),
