@@ -22,10 +22,15 @@
 #include "log.h"
 #include "server.h"
 
-/* A lingering close drains for at most this long, however much comes
- * (nginx bounds it by time alone, too: a byte bound would reset the very
- * clients that pipelined the most). */
-#define LINGER_MS 2000
+/* A lingering close drains until the client is quiet for LINGER_QUIET_MS
+ * (it read our response and closed, or stopped sending), and for at most
+ * LINGER_MAX_MS however much comes: a client still sending (an upload
+ * answered early) must not make the close reset the response's tail
+ * still on its way. nginx: lingering_timeout 5 s, lingering_time 30 s;
+ * bounded by time alone, as a byte bound would reset the very clients
+ * that pipelined the most. */
+#define LINGER_QUIET_MS 2000
+#define LINGER_MAX_MS 30000
 /* Free buffers kept for reuse, in bytes per kind; beyond this they go
  * back to malloc. A worker that batches its waits (wait_batch.h) has a
  * turn's worth of responses out at once: at 256 connections more than
@@ -274,7 +279,8 @@ static void conn_close(struct h1_conn *c, bool abortive)
 	}
 	/* Whatever is still buffered will never be answered. */
 	in_clear(c);
-	c->linger_deadline = mono_ms() + LINGER_MS;
+	c->linger_end = mono_ms() + LINGER_MAX_MS;
+	c->linger_deadline = mono_ms() + LINGER_QUIET_MS;
 	c->state = H1_LINGERING;
 	hw->tp->linger(c, true, c->linger_deadline);
 }
@@ -282,6 +288,10 @@ static void conn_close(struct h1_conn *c, bool abortive)
 static void lingered(struct h1_conn *c, int res)
 {
 	if (res > 0 && !c->hw->drain_expired) {
+		int64_t quiet = mono_ms() + LINGER_QUIET_MS;
+
+		c->linger_deadline =
+			quiet < c->linger_end ? quiet : c->linger_end;
 		c->hw->tp->linger(c, false, c->linger_deadline);
 		return;
 	}

@@ -14,6 +14,7 @@ response is never lost to a reset.
 
 import socket
 import sys
+import threading
 import time
 
 import orcdtest
@@ -97,6 +98,47 @@ def close_with_pipelined_requests_unread(srv):
 @orcdtest.case
 def close_with_unread_body(srv):
     closing_response_survives(srv, b"x" * 60000, "unread bytes")
+
+
+@orcdtest.case
+def close_while_the_client_still_sends(srv):
+    # A client that goes on sending after a Connection: close response
+    # (an upload answered early) while it reads at 1 MB/s: orcd drains
+    # for as long as bytes keep coming (up to 30 s), so its close resets
+    # nothing still on its way. It used to close 2 s into the drain and
+    # cut the body. An orcd of its own: send_timeout 1 s would cut this
+    # reader first (a 4 MiB socket buffer wakes a writer only once a
+    # third of it is free).
+    if srv.forwarded:
+        raise orcdtest.Skip("QEMU's user-mode forwarder absorbs the pace")
+    want = pattern(CLOSING)
+    with orcdtest.Server(conf="send_timeout 30s;\nbuffer_size 4m;\n") as own:
+        own.start()
+        own.write_file("closing.bin", want)
+        with own.conn(rcvbuf=65536) as c:
+            c.send(build_request("GET", "/closing.bin",
+                                 {"Connection": "close"}))
+            done = threading.Event()
+
+            def keep_sending():
+                while not done.wait(0.05):
+                    try:
+                        c.sock.send(b"x" * 2048)
+                    except OSError:
+                        return
+            t = threading.Thread(target=keep_sending)
+            t.start()
+            try:
+                r = c.read_response(head_request=True)
+                eq(r.status, 200, "status")
+                body = read_paced(c, CLOSING, 1e6, 30)
+            finally:
+                done.set()
+                t.join()
+            eq(len(body), CLOSING, "body bytes while the client sent on")
+            check(body == want, "body differs")
+            check(c.closed_by_peer(), "not closed after the response")
+        own.stop()
 
 
 if __name__ == "__main__":
