@@ -271,6 +271,7 @@ static void release(struct h1_conn *c)
 static void conn_close(struct h1_conn *c, bool abortive)
 {
 	struct h1_worker *hw = c->hw;
+	int64_t now;
 
 	if (abortive || hw->drain_expired) {
 		release(c);
@@ -279,8 +280,9 @@ static void conn_close(struct h1_conn *c, bool abortive)
 	}
 	/* Whatever is still buffered will never be answered. */
 	in_clear(c);
-	c->linger_end = mono_ms() + LINGER_MAX_MS;
-	c->linger_deadline = mono_ms() + LINGER_QUIET_MS;
+	now = mono_ms();
+	c->linger_end = now + LINGER_MAX_MS;
+	c->linger_deadline = now + LINGER_QUIET_MS;
 	c->state = H1_LINGERING;
 	hw->tp->linger(c, true, c->linger_deadline);
 }
