@@ -593,6 +593,22 @@ def main():
         case("a second cmake --install keeps the edited orcd.conf",
              p.returncode == 0 and kept, p.stdout + p.stderr)
         prefix = os.path.dirname(os.path.dirname(binary))[len(dest):]
+        # Another prefix at install time would put the configuration
+        # and the logrotate rule where this tree was configured to, on
+        # this machine (and the binary's compiled-in default would name
+        # neither): refused before anything is written. Staged under
+        # DESTDIR here, so that a broken guard writes nowhere else.
+        other = os.path.join(tmp, "other-dest")
+        p = run([CMAKE, "--install", BUILD, "--prefix", "/opt/elsewhere"],
+                env=dict(os.environ, DESTDIR=other))
+        written = [os.path.join(d, f) for d, _, fs in os.walk(other)
+                   for f in fs]
+        case("cmake --install --prefix other than the configured one is "
+             "refused and writes nothing",
+             p.returncode != 0 and "configured for the prefix %s" % prefix
+             in " ".join((p.stdout + p.stderr).split()) and not written,
+             "exit %d, wrote %s:\n%s" % (p.returncode, written[:5],
+                                         p.stdout + p.stderr))
         unitdir = os.path.dirname(unit)
         for u in UNITS:
             case("%s installed" % u, os.path.exists(os.path.join(unitdir, u)),
