@@ -18,6 +18,13 @@ cd "$(dirname "$0")"
 mode=qemu engine='' duration=10 conns=64 file=/files/1k.bin port=8080 keep=0 chain=0
 while [ $# -gt 0 ]; do
 	case $1 in
+	--engine|--duration|--connections|--file|--port)
+		if [ $# -lt 2 ]; then
+			echo "demo.sh: $1 needs a value (try --help)" >&2
+			exit 2
+		fi ;;
+	esac
+	case $1 in
 	--host) mode=host ;;
 	--engine) engine=$2; shift ;;
 	--duration) duration=$2; shift ;;

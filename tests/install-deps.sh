@@ -7,9 +7,10 @@
 #   tests/install-deps.sh --build P… that and the packages named (demo.sh --host: wrk)
 set -euo pipefail
 
+# file: cpack's DEB generator needs it (README, "Debian package").
 build=(build-essential cmake pkg-config git clang libclang-rt-14-dev
        liburing-dev libev-dev libsystemd-dev libcmocka-dev media-types
-       python3 curl)
+       python3 curl file)
 # man-db: `systemd-analyze verify` (tests/systemd, tests/package) runs man
 # for each Documentation=man: page, and a minimal image has no man.
 runtime=(wrk nginx lighttpd h2o strace gnuplot-nox systemd lintian logrotate
