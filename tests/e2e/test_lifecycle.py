@@ -634,7 +634,10 @@ def access_log_combined():
         srv.get("/data.bin", {"Range": "bytes=0-9"})
         srv.get("/hello.txt", {"User-Agent": 'evil" 200 999 "x'})
         srv.exchange(b"GARBAGE\r\n\r\n")
-        want = 6
+        # A backslash at a field's end would turn the closing quote into
+        # an escaped one for a log reader: written as \x5C.
+        srv.get("/hello.txt", {"User-Agent": "back\\slash\\"})
+        want = 7
         wait_until(lambda: len(case_lines(srv)) >= want, 10,
                    "%d access log lines" % want)
         lines = case_lines(srv)
@@ -665,6 +668,7 @@ def access_log_combined():
         check(parsed[4][8] != "evil" and "evil" in parsed[4][8],
               "agent with a quote not escaped: %r" % lines[4])
         eq(parsed[5][5], "400", "garbage request line status")
+        eq(parsed[6][8], "back\\x5Cslash\\x5C", "agent with backslashes")
         srv.stop()
 
 

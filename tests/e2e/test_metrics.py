@@ -84,6 +84,29 @@ def requests_counted_by_their_status_class(srv):
 
 
 @orcdtest.case
+def bytes_sent_are_the_bytes_clients_got(srv):
+    # orcd_bytes_sent_total grows by every byte of each response, heads
+    # included, whatever the path: kept and cold bodies, a range, a 404,
+    # a large file.
+    key = "orcd_bytes_sent_total"
+    before = srv.metrics()[key]
+    got = 0
+    for path, extra in (("/hello.txt", ""), ("/hello.txt", ""),
+                        ("/nope.txt", ""), ("/big.bin", ""),
+                        ("/data.bin", "Range: bytes=3-12\r\n")):
+        with srv.conn() as c:
+            c.send(("GET %s HTTP/1.1\r\nHost: t\r\n%sConnection: close"
+                    "\r\n\r\n" % (path, extra)).encode())
+            check(c.closed_by_peer(10), "%s: not closed" % path)
+            check(c.buf.startswith(b"HTTP/1.1 "), "%s: %r" % (path,
+                                                            c.buf[:40]))
+            got += len(c.buf)
+    orcdtest.wait_until(lambda: srv.metrics()[key] - before >= got, 10,
+                        "%d bytes to be counted" % got)
+    eq(srv.metrics()[key] - before, got, key + " grew by")
+
+
+@orcdtest.case
 def other_paths_and_methods(srv):
     eq(ask(srv, b"GET /nope HTTP/1.1\r\nHost: m\r\n\r\n").status, 404,
        "other path")

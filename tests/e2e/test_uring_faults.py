@@ -446,6 +446,11 @@ def short_read_is_never_sent():
     print_outcomes(m)
     check(m[SHORT] > 0,
           "no chain saw a short read: the path under test never ran")
+    # The send a short read cancelled is the read's outcome, answered
+    # again from fresh facts: taken for a full read, its -ECANCELED
+    # would count here (and the connection end). No client resets here.
+    eq(m['orcd_chain_outcomes_total{cause="send_error"}'], 0,
+       "sends failed other than by a short read or a client's end")
 
 
 @orcdtest.case

@@ -1156,6 +1156,16 @@ static void test_finalize_says_where(void **state)
 	assert_string_equal(err, want);
 	config_free(c);
 
+	/* The limits themselves are allowed: a head as large as the buffer,
+	 * a request line as large as the head. */
+	snprintf(text, sizeof(text),
+		 "root %s;\nmime_types %s;\nbuffer_size 16k;\n"
+		 "max_header_bytes 16k;\nmax_request_line 16k;\n",
+		 www, types);
+	c = load_ok(text);
+	assert_int_equal(config_finalize(c, err, sizeof(err)), 0);
+	config_free(c);
+
 	snprintf(text, sizeof(text),
 		 "root %s;\nmime_types %s;\nmetrics on;\n"
 		 "metrics_listen 127.0.0.1:8080;\n",

@@ -146,6 +146,23 @@ static void test_wait_after_time_moved_on(void **state)
 	free(w);
 }
 
+/* A sooner timer joining a slot that holds a later turn's timer makes
+ * the slot's soonest deadline its own: the wait ends at it, not at the
+ * scan's end. */
+static void test_sooner_timer_in_a_busy_slot(void **state)
+{
+	struct timerwheel *w = new_wheel(0);
+	struct tw_timer a = {0}, b = {0};
+
+	(void)state;
+	tw_arm(w, &a, 60000);
+	tw_arm(w, &b, 2660);
+	assert_null(tw_expire(w, 2600));
+	assert_int_equal(tw_wait_ms(w, 2600, 1000), 60);
+	assert_ptr_equal(tw_expire(w, 2660), &b);
+	free(w);
+}
+
 static void test_later_turns_wake_nobody(void **state)
 {
 	/* 60 s (an idle timeout) is in a slot the wheel passes seven times
@@ -230,6 +247,7 @@ int main(void)
 		cmocka_unit_test(test_already_due_when_armed),
 		cmocka_unit_test(test_wait_bound),
 		cmocka_unit_test(test_wait_after_time_moved_on),
+		cmocka_unit_test(test_sooner_timer_in_a_busy_slot),
 		cmocka_unit_test(test_later_turns_wake_nobody),
 		cmocka_unit_test(test_due_later_in_the_current_tick),
 		cmocka_unit_test(test_many_in_one_slot),
