@@ -292,8 +292,11 @@ static void lingered(struct h1_conn *c, int res)
 	if (res > 0 && !c->hw->drain_expired) {
 		int64_t quiet = mono_ms() + LINGER_QUIET_MS;
 
-		c->linger_deadline =
-			quiet < c->linger_end ? quiet : c->linger_end;
+		/* Stopping, the drain keeps the deadline it had: a client
+		 * that sends on does not hold the stop for 30 s. */
+		if (!c->hw->stopping)
+			c->linger_deadline =
+				quiet < c->linger_end ? quiet : c->linger_end;
 		c->hw->tp->linger(c, false, c->linger_deadline);
 		return;
 	}

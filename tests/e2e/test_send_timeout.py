@@ -141,6 +141,46 @@ def close_while_the_client_still_sends(srv):
         own.stop()
 
 
+@orcdtest.case
+def a_stop_does_not_wait_for_a_client_that_sends_on(srv):
+    # SIGTERM while a lingering close drains a client that never stops
+    # sending: the drain keeps its 2 s of quiet as it was, instead of
+    # being stretched (up to 30 s) by each arrival; orcd exits long
+    # before its 10 s bound for in-flight work.
+    if srv.forwarded:
+        raise orcdtest.Skip("orcd runs elsewhere: signalled by the harness")
+    with orcdtest.Server() as own:
+        own.start()
+        with own.conn() as c:
+            c.send(build_request("GET", "/hello.txt",
+                                 {"Connection": "close"}))
+            eq(c.read_response().status, 200, "status")
+            done = threading.Event()
+
+            def keep_sending():
+                while not done.wait(0.05):
+                    try:
+                        c.sock.send(b"x" * 512)
+                    except OSError:
+                        return
+            t = threading.Thread(target=keep_sending)
+            t.start()
+            try:
+                time.sleep(2.5)  # lingering, stretched by the bytes
+                t0 = time.monotonic()
+                own.signal(orcdtest.signal.SIGTERM)
+                try:
+                    own.proc.wait(20)
+                except orcdtest.subprocess.TimeoutExpired:
+                    pass
+                took = time.monotonic() - t0
+            finally:
+                done.set()
+                t.join()
+        check(took < 2 + 4, "orcd took %.1fs to stop" % took)
+        own.stop()
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run(lambda: orcdtest.Orcd(
         conf="send_timeout 1s;\nbuffer_size 4m;\nmax_header_bytes 16k;\n")))
