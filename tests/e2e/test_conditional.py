@@ -50,6 +50,8 @@ def is_304(r, etag, what):
     cl = r.header("content-length")
     check(cl is None or cl in ("0", str(len(BODY))),
           what + ": Content-Length %r on a 304" % cl)
+    # RFC 9110 15.4.5: no representation metadata beyond the validators.
+    eq(r.header("content-type"), None, what + ": Content-Type on a 304")
 
 
 def is_200(r, what):

@@ -340,6 +340,31 @@ def sigterm_drains_slow_download():
 
 
 @orcdtest.case
+def sigterm_cuts_a_stalled_reader_at_the_drain_bound():
+    # orcd.8: a stop waits at most 10 s for responses in flight, then
+    # cuts them. A client that asked for three large bodies and reads
+    # nothing (send_timeout far off) holds the stop exactly that long.
+    with Server(conf="send_timeout 120s;\n") as srv:
+        srv.start()
+        with srv.conn(rcvbuf=8192) as c:
+            c.send(build_request("GET", "/big.bin") * 3)
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            srv.signal(signal.SIGTERM)
+            try:
+                srv.proc.wait(10 + 10)
+            except orcdtest.subprocess.TimeoutExpired:
+                pass
+            took = time.monotonic() - t0
+        check(9 <= took <= 10 + 4, "orcd stopped %.1fs after SIGTERM "
+              "(the bound is 10 s)" % took)
+        check(re.search(r"connections still busy after 10s",
+                        srv.stderr_text()),
+              "the cut not said: %r" % srv.stderr_text())
+        srv.stop()
+
+
+@orcdtest.case
 def sigquit_stops_gracefully_usr2_and_winch_are_ignored():
     # nginx's signals, as its users send them: QUIT is its graceful stop;
     # USR2 (binary upgrade) and WINCH (stop the worker processes) have no

@@ -953,6 +953,39 @@ def a_lingering_close_holds_no_buffer():
 
 
 @orcdtest.case
+def lingering_drains_give_their_buffers_back():
+    """Each lingering close's recv takes a ring buffer for the bytes it
+    discards and must give it back at once: rounds of clients whose bad
+    request (a 400, then a drain) is followed by junk, with the ring
+    held to 4 buffers (ORCD_URING_PBUFS). A drain that kept its buffer
+    would leave the next request nothing to be received into."""
+    def body(srv):
+        bad = (b"GET /hello.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5"
+               b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for round_ in range(3):
+            socks = []
+            for _ in range(20):
+                s = socket.create_connection(srv.addr, timeout=10)
+                s.sendall(bad)
+                socks.append(s)
+            for s in socks:
+                s.setblocking(False)
+                try:
+                    for _ in range(4):
+                        s.send(b"x" * 65536)
+                except OSError:
+                    pass
+            time.sleep(0.3)
+            for s in socks:
+                s.close()
+            with srv.conn(timeout=10) as c:
+                c.send(build_request("GET", "/hello.txt"))
+                r = c.read_response()
+                eq(r and r.status, 200, "a request after round %d" % round_)
+    with_server(body, env={"ORCD_URING_PBUFS": "4"})
+
+
+@orcdtest.case
 def a_lingering_close_drains_on_when_the_buffers_ran_out():
     """A lingering close's recv that finds the buffer ring run dry
     (-ENOBUFS; ORCD_URING_LINGER_NOBUFS=2 makes every second one so) is

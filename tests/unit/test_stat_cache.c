@@ -628,6 +628,35 @@ static void test_full_cache_evicts_least_recent(void **state)
 	config_put(small);
 }
 
+/* stat_cache N holds N entries, the root's included: a working set of
+ * exactly N stays without an eviction. */
+static void test_full_cache_holds_exactly_n(void **state)
+{
+	struct fixture *fx = *state;
+	struct orcd_config *four = make_config(4);
+	const char *names[] = {"n1.txt", "n2.txt", "n3.txt"};
+	struct file_meta m;
+	uint64_t hits, evictions;
+
+	stat_cache_use(fx->sc, four);
+	for (int i = 0; i < 3; i++)
+		put_file(names[i], names[i]);
+	stat_cache_sync(fx->sc);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(stat_cache_lookup(fx->sc, four, names[i], &m),
+				 0);
+	hits = ctr(fx, SC_HITS);
+	evictions = ctr(fx, SC_EVICTIONS);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(stat_cache_lookup(fx->sc, four, names[i], &m),
+				 0);
+	assert_int_equal(ctr(fx, SC_HITS) - hits, 3);
+	assert_int_equal(ctr(fx, SC_EVICTIONS) - evictions, 0);
+	assert_int_equal(stat_cache_entries(fx->sc), 4);
+	stat_cache_use(fx->sc, fx->cfg);
+	config_put(four);
+}
+
 /* Watches follow the entries: a removed file's goes, and the kernel's
  * count is the cache's. */
 static void test_watches_follow_entries(void **state)
@@ -886,6 +915,8 @@ int main(void)
 			test_overflow_without_a_spare_instance, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_full_cache_evicts_least_recent, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_full_cache_holds_exactly_n, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_watches_follow_entries,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readable_is_kept, setup,
