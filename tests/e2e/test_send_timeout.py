@@ -12,6 +12,7 @@ response is never lost to a reset.
   still on their way, so orcd must shut down its side and drain first.
 """
 
+import contextlib
 import socket
 import sys
 import threading
@@ -100,6 +101,27 @@ def close_with_unread_body(srv):
     closing_response_survives(srv, b"x" * 60000, "unread bytes")
 
 
+@contextlib.contextmanager
+def sending_on(c, size):
+    """While the with block runs, c's client sends size bytes every
+    50 ms (until the server resets it)."""
+    done = threading.Event()
+
+    def keep_sending():
+        while not done.wait(0.05):
+            try:
+                c.sock.send(b"x" * size)
+            except OSError:
+                return
+    t = threading.Thread(target=keep_sending)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join()
+
+
 @orcdtest.case
 def close_while_the_client_still_sends(srv):
     # A client that goes on sending after a Connection: close response
@@ -118,23 +140,10 @@ def close_while_the_client_still_sends(srv):
         with own.conn(rcvbuf=65536) as c:
             c.send(build_request("GET", "/closing.bin",
                                  {"Connection": "close"}))
-            done = threading.Event()
-
-            def keep_sending():
-                while not done.wait(0.05):
-                    try:
-                        c.sock.send(b"x" * 2048)
-                    except OSError:
-                        return
-            t = threading.Thread(target=keep_sending)
-            t.start()
-            try:
+            with sending_on(c, 2048):
                 r = c.read_response(head_request=True)
                 eq(r.status, 200, "status")
                 body = read_paced(c, CLOSING, 1e6, 30)
-            finally:
-                done.set()
-                t.join()
             eq(len(body), CLOSING, "body bytes while the client sent on")
             check(body == want, "body differs")
             check(c.closed_by_peer(), "not closed after the response")
@@ -155,17 +164,7 @@ def a_stop_does_not_wait_for_a_client_that_sends_on(srv):
             c.send(build_request("GET", "/hello.txt",
                                  {"Connection": "close"}))
             eq(c.read_response().status, 200, "status")
-            done = threading.Event()
-
-            def keep_sending():
-                while not done.wait(0.05):
-                    try:
-                        c.sock.send(b"x" * 512)
-                    except OSError:
-                        return
-            t = threading.Thread(target=keep_sending)
-            t.start()
-            try:
+            with sending_on(c, 512):
                 time.sleep(2.5)  # lingering, stretched by the bytes
                 t0 = time.monotonic()
                 own.signal(orcdtest.signal.SIGTERM)
@@ -174,9 +173,6 @@ def a_stop_does_not_wait_for_a_client_that_sends_on(srv):
                 except orcdtest.subprocess.TimeoutExpired:
                     pass
                 took = time.monotonic() - t0
-            finally:
-                done.set()
-                t.join()
         check(took < 2 + 4, "orcd took %.1fs to stop" % took)
         own.stop()
 
