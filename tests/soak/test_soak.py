@@ -77,7 +77,9 @@ in place overlaps a response, and counted apart:
   - "torn stat during a truncation": the ETag pairs the new size with the
     old mtime; a truncation sets the size before the times and fstat
     takes no lock, so a lookup racing it sees one without the other
-    (its event drops that entry at the next request).
+    (its event drops that entry at the next request). A client that got
+    such an ETag may send it back in If-None-Match while the server
+    still holds those facts: that 304 is counted here too.
 
 At the end, with the clients gone and one more reload (which empties the
 stat caches, so kept files are closed): orcd's fds equal the count after
@@ -715,8 +717,17 @@ class Judge:
             return None
         tag = r.header("etag")
         if r.status == 304:
-            if q.kind == "cond" and any(s.etag_fits(q.etag) for s in live):
+            if q.kind != "cond":
+                return None
+            if any(s.etag_fits(q.etag) for s in live):
                 return "304"
+            # The client's tag came from a torn stat (a 200 judged so
+            # below), and the server still held those facts: its event
+            # had not yet dropped them.
+            p = parse_etag(q.etag)
+            if p and any(self.tag_ok(s, states, q.etag, p[1]) == "torn"
+                         for s in live):
+                return "304, torn stat during a truncation"
             return None
         if q.kind == "head":
             n = int(r.header("content-length"))
