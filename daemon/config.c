@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "log.h"
 #include "mime.h"
 
 #define KIB  1024u
@@ -891,9 +892,7 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 	if (ret)
 		set_err(err, errcap, "%saccess_log %s: %s",
 			config_where(c, "access_log", at, sizeof(at)),
-			show(c->access_log).s,
-			ret == -ENXIO ? "a FIFO no process reads" :
-					strerror(-ret));
+			show(c->access_log).s, access_log_strerror(ret));
 	return ret;
 }
 

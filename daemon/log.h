@@ -21,7 +21,8 @@ struct access_log;
  * must have a reader when it is opened (here and at each reopen):
  * -ENXIO otherwise, never a wait. */
 int access_log_open(const char *spec, struct access_log **out);
-/* What an error of access_log_open() or _reopen() means, for a log line. */
+/* What an error of opening the access log means (access_log_open(),
+ * _reopen(), the check of --check-config), for a message. */
 const char *access_log_strerror(int err);
 /* Reopen the path (logrotate); atomic for concurrent writers. Workers'
  * buffered lines go wherever the log points when they are flushed: hand
