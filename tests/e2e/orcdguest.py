@@ -151,7 +151,9 @@ def install(orcdtest):
             orcdtest.wait_until(self._answers, 60,
                                 "orcd in the guest to answer on %s:%d"
                                 % self.addr)
-            self.fd_baseline = self.fd_count()
+            # As for a local orcd: the probe's socket in the guest closes
+            # only after QEMU's forwarder has passed on the probe's end.
+            self._take_fd_baseline()
             return self
 
         def write_conf(self, extra=""):
@@ -206,6 +208,27 @@ def install(orcdtest):
                             "[ \"$(readlink $f)\" = 'anon_inode:[io_uring]' ] "
                             "&& cat ../fdinfo/$f; done; true" % self.proc.pid)
             return out
+
+        def fd_links(self):
+            # The guest's /proc, not this machine's: the pid is the
+            # guest's. fds closing while the shell reads are left out.
+            rc, out = agent("cd /proc/%d/fd 2>/dev/null && for f in *; do "
+                            "l=$(readlink $f) && echo \"$f $l\"; done; true"
+                            % self.proc.pid)
+            links = {}
+            for line in out.splitlines():
+                name, _, link = line.partition(" ")
+                if name.isdigit() and link:
+                    links[name] = link
+            return links
+
+        def tcp_rows(self):
+            rc, out = agent("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; "
+                            "true")
+            for line in out.splitlines():
+                cols = line.split()
+                if cols and cols[0] != "sl":  # each table's heading
+                    yield cols
 
         def fd_count(self):
             # fds closing while ls reads the folder are not an error.

@@ -429,6 +429,12 @@ class Orcd:
                                      preexec_fn=self.preexec,
                                      env=dict(os.environ, **self.env))
         wait_until(self._answers, 15, "orcd to answer on %s:%d" % self.addr)
+        self._take_fd_baseline()
+        return self
+
+    def _take_fd_baseline(self):
+        """Once orcd answers: wait until all of it serves and the probe's
+        connection is gone, then count its fds."""
         # One worker answering is not all of them: orcd logs "serving"
         # (and tells systemd READY=1) once every worker's loop runs, and
         # only then are all their rings, loops and eventfds open.
@@ -439,7 +445,6 @@ class Orcd:
         wait_until(lambda: not self.client_sockets(), 15,
                    "orcd to close the probe's connection")
         self.fd_baseline = self.fd_count()
-        return self
 
     def fd_links(self):
         """{fd name: link} of orcd's fds; ones closing meanwhile left out."""
@@ -459,17 +464,21 @@ class Orcd:
         stays until orcd's lingering close reads the end)."""
         inodes = set(link[8:-1] for link in self.fd_links().values()
                      if link.startswith("socket:["))
-        for cols in tcp_rows():
+        for cols in self.tcp_rows():
             if cols[3] == "0A":  # TCP_LISTEN
                 inodes.discard(cols[9])
         return sorted(inodes)
+
+    def tcp_rows(self):
+        """tcp_rows() of the machine orcd runs on."""
+        return tcp_rows()
 
     def socket_of(self, conn):
         """orcd's end of a client connection, as the inode of the socket
         whose peer is conn's local address; None if orcd holds none."""
         port = conn.sock.getsockname()[1]
         held = set(self.fd_links().values())
-        for cols in tcp_rows():
+        for cols in self.tcp_rows():
             if int(cols[2].rsplit(":", 1)[1], 16) == port and \
                     "socket:[%s]" % cols[9] in held:
                 return cols[9]
