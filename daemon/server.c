@@ -142,6 +142,8 @@ struct orcd_generation {
 	unsigned n;
 	/* The sockets only it held are closed (close_retired_listeners). */
 	bool listeners_closed;
+	/* Started for a reload that failed: it never served. */
+	bool never_served;
 	struct orcd_generation *next;
 };
 
@@ -421,9 +423,13 @@ static void reap_retiring(struct orcd_server *s, bool wait)
 			pp = &g->next;
 			continue;
 		}
+		bool never_served = g->never_served;
+
 		*pp = g->next;
 		generation_free(s, g);
-		log_msg(LOG_INFO, "workers of the previous listen addresses finished");
+		log_msg(LOG_INFO, "%s", never_served ?
+			"workers started for the failed reload finished" :
+			"workers of the previous listen addresses finished");
 	}
 }
 
@@ -641,6 +647,7 @@ static int swap_generation(struct orcd_server *s, struct orcd_config *c,
 		/* The ones that did start go, having taken no connection. */
 		close_unused_listeners(s, ws, started, n);
 		if (started) {
+			g->never_served = true;
 			retire(s, ws, started, g);
 		} else {
 			free(ws);

@@ -382,6 +382,17 @@ def workers_that_cannot_start_leave_the_old_ones_serving():
               srv.stderr_text(), "no reload failed for its workers: %s"
               % srv.stderr_text())
         reload(srv, extra)
+        # One reload changed the addresses; the room sweep reaches a
+        # limit where the new worker starts and then fails (its ring or
+        # loop), and that worker never served: when it ends, the log
+        # does not call it the previous addresses' workers.
+        wait_until(lambda: "workers started for the failed reload "
+                   "finished" in srv.stderr_text(), 10,
+                   "the failed reload's started worker to be reaped")
+        wait_until(lambda: "previous listen addresses finished" in
+                   srv.stderr_text(), 10, "the replaced workers to finish")
+        eq(srv.stderr_text().count("previous listen addresses finished"),
+           1, "workers logged as the previous listen addresses'")
         for port in added:
             with orcdtest.Conn(("127.0.0.1", port)) as c:
                 c.send(build_request("GET", "/hello.txt"))
