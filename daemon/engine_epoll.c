@@ -911,9 +911,13 @@ static int epoll_run(struct orcd_worker *w)
 	struct ep_worker ew = {.w = w, .core = w->core};
 	unsigned i;
 
+	/* libev aborts where it cannot allocate; a loop it does not make is
+	 * an epoll instance the kernel refused, errno saying why (EMFILE
+	 * where the fd limit is reached). */
+	errno = 0;
 	ew.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 	if (!ew.loop)
-		return -ENOMEM;
+		return errno ? -errno : -ENOMEM;
 	ew.core->worker_init(&ew.hw, w, &ep_transport);
 	ew.sc = stat_cache_new(w->cfg, w->stats.stat_cache);
 	stat_cache_limit_fds(ew.sc, w->srv->cache_fds);

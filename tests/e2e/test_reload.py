@@ -393,6 +393,11 @@ def workers_that_cannot_start_leave_the_old_ones_serving():
                    srv.stderr_text(), 10, "the replaced workers to finish")
         eq(srv.stderr_text().count("previous listen addresses finished"),
            1, "workers logged as the previous listen addresses'")
+        # Each failure names the limit, the epoll engine's event loop's
+        # too (it was reported as ENOMEM).
+        check("Cannot allocate memory" not in srv.stderr_text(),
+              "a failure for want of fds said ENOMEM: %s"
+              % srv.stderr_text())
         for port in added:
             with orcdtest.Conn(("127.0.0.1", port)) as c:
                 c.send(build_request("GET", "/hello.txt"))
