@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -859,6 +860,31 @@ int config_access_log_dir(const struct orcd_config *c, char *dir,
 	return access(dir, W_OK | X_OK) ? -errno : 0;
 }
 
+/* Whether uid:gid may open the root as each worker does after the drop
+ * (config_view): in a child that drops to them. 0 or -errno. */
+static int root_opens_as(const struct orcd_config *c, uid_t uid, gid_t gid)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd;
+
+		if (setgroups(1, &gid) || setgid(gid) || setuid(uid))
+			_exit(errno);
+		fd = openat(c->root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		_exit(fd < 0 ? errno : 0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(status))
+		return -ECHILD;
+	return -WEXITSTATUS(status);
+}
+
 int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 {
 	char at[PATH_MAX + 16], dir[PATH_MAX];
@@ -874,7 +900,22 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 		return -EPERM;
 	}
 	ret = config_identity(c, &uid, &gid, err, errcap);
-	if (ret || !c->access_log || !strcmp(c->access_log, "-") ||
+	if (ret)
+		return ret;
+	/* Start-up finds this only in its workers, after the drop. */
+	if ((c->user || c->group) && c->root_fd >= 0) {
+		ret = root_opens_as(c, uid, gid);
+		if (ret) {
+			set_err(err, errcap,
+				"%sroot %s: the %s orcd runs as cannot open it: %s",
+				config_where(c, c->user ? "user" : "group", at,
+					     sizeof(at)),
+				show(c->root).s, c->user ? "user" : "group",
+				strerror(-ret));
+			return ret;
+		}
+	}
+	if (!c->access_log || !strcmp(c->access_log, "-") ||
 	    !strcmp(c->access_log, "stdout"))
 		return ret;
 	/* Opened as start-up opens it, less O_CREAT: nothing changes (and

@@ -180,8 +180,9 @@ int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
 
 /* What start-up would refuse beyond config_finalize, without changing
  * anything (--check-config): user or group set when not running as
- * root, an unknown user or group, an access log that cannot be opened
- * for appending or created. 0 or -errno, err set. */
+ * root, an unknown user or group, a root they cannot open, an access
+ * log that cannot be opened for appending or created. 0 or -errno, err
+ * set. */
 int config_check_start(const struct orcd_config *c, char *err, size_t errcap);
 
 /* The directory of the access log file (a path, not "-"): in dir, and

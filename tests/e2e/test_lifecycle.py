@@ -240,6 +240,17 @@ def a_worker_that_cannot_start_is_exit_1():
               "the failure said: %r" % err)
         eq(rc, 1, "exit status (stderr: %r)" % err)
         check("stopped" not in err, "a failed start said as a stop: %r" % err)
+        # --check-config finds it too, naming the directive and the root.
+        rc, out, err = run_bin(["-c", srv.conf_path, "--check-config"])
+        eq(rc, 1, "--check-config's exit status (%r)" % (out + err))
+        check("root %s: the user orcd runs as cannot open it: Permission "
+              "denied" % srv.root in err and "orcd.conf:" in err,
+              "--check-config said: %r" % (out + err))
+        # Where the user may open it, the check passes.
+        os.chmod(srv.root, 0o755)
+        rc, out, err = run_bin(["-c", srv.conf_path, "--check-config"])
+        eq(rc, 0, "--check-config's exit status, root open to the user "
+           "(%r)" % (out + err))
 
 
 @orcdtest.case
