@@ -362,8 +362,12 @@ def workers_that_cannot_start_leave_the_old_ones_serving():
         extra = "".join("listen 127.0.0.1:%d;\n" % p for p in added)
         for room in range(2, 16):
             # Room for some of what the new workers need, from too
-            # little for the added listeners up to enough.
-            lim = srv.fd_count() + room
+            # little for the added listeners up to enough, one fd more
+            # each round: counted from the baseline once the last round's
+            # connection and workers are gone, so that no round is
+            # skipped (the one where the worker starts, then fails).
+            srv.assert_fds_back()
+            lim = srv.fd_baseline + room
             resource.prlimit(pid, resource.RLIMIT_NOFILE, (lim, keep[1]))
             n = srv.stderr_text().count("reload failed")
             srv.write_conf(extra)
