@@ -56,6 +56,31 @@ int server_load_config(const struct cli_opts *o, struct orcd_config **out,
 	return 0;
 }
 
+/* Tests only: the count the environment variable `name` gives (0 where
+ * unset). */
+static unsigned long test_knob(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v ? strtoul(v, NULL, 10) : 0;
+}
+
+/* Tests only: the calling thread waits here for the milliseconds `name`
+ * gives, so that a test can act inside a window otherwise microseconds
+ * long. */
+static void test_pause(const char *name)
+{
+	unsigned long ms = test_knob(name);
+	struct timespec ts;
+
+	if (!ms || ms > 60000)
+		return;
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 /* The worker's part of a reopen (see reopen_access_log), else lines
  * that waited long enough go out. */
 void server_log_tick(struct orcd_worker *w)
@@ -76,18 +101,22 @@ void server_worker_refresh(struct orcd_worker *w)
 {
 	struct orcd_server *s = w->srv;
 	struct orcd_config *base = NULL, *view, *old = w->cfg;
-	unsigned fails;
+	unsigned fails, gen;
 	int err = 0;
 
 	if (w->log.l)
 		server_log_tick(w);
 
 	pthread_mutex_lock(&s->cfg_lock);
+	gen = s->cfg_gen;
 	if (old->base != s->cfg)
 		base = config_get(s->cfg);
 	pthread_mutex_unlock(&s->cfg_lock);
-	if (!base)
+	if (!base) {
+		atomic_store_explicit(&w->cfg_gen, gen, memory_order_release);
 		return;
+	}
+	test_pause("ORCD_TEST_REFRESH_PAUSE_MS");
 	fails = atomic_load(&s->test_view_fails);
 	while (fails && !atomic_compare_exchange_weak(&s->test_view_fails,
 						      &fails, fails - 1))
@@ -110,12 +139,14 @@ void server_worker_refresh(struct orcd_worker *w)
 			w->id);
 	}
 	config_put(base);
-	if (!view)
-		return;
-	w->cfg = view;
-	/* Requests still pinning the old view drop it when they end. */
-	if (!old->pins)
-		config_put(old);
+	if (view) {
+		w->cfg = view;
+		/* Requests still pinning the old view drop it when they
+		 * end. */
+		if (!old->pins)
+			config_put(old);
+	}
+	atomic_store_explicit(&w->cfg_gen, gen, memory_order_release);
 }
 
 struct orcd_config *server_cfg_pin(struct orcd_worker *w)
@@ -276,6 +307,7 @@ static unsigned start_workers(struct orcd_server *s, struct orcd_worker *ws,
 		w->srv = s;
 		w->core = &h1_core;
 		w->wake_fd = -1;
+		atomic_store(&w->cfg_gen, s->cfg_gen);
 		w->cfg = config_view(cfg, &err);
 		if (!w->cfg) {
 			what = "opening the root again";
@@ -569,6 +601,7 @@ static void publish_cfg(struct orcd_server *s, struct orcd_config *c)
 	pthread_mutex_lock(&s->cfg_lock);
 	old = s->cfg;
 	s->cfg = c;
+	s->cfg_gen++;
 	pthread_mutex_unlock(&s->cfg_lock);
 	config_put(old);
 }
@@ -776,29 +809,35 @@ static void reload_failed(struct orcd_config *c, const char *err, bool ready)
 		sd_notify(0, "READY=1");
 }
 
-/* Tests only: the count the environment variable `name` gives (0 where
- * unset). */
-static unsigned long test_knob(const char *name)
+/*
+ * "configuration reloaded" and systemd's READY=1 say that what comes next
+ * is served under the new configuration: each worker takes it when it
+ * handles its wake, so wait until every one of them has (or found it
+ * cannot: cfg_stale, said already), at most 2 s, as a reopen waits for
+ * the workers' buffered log lines.
+ */
+static void wait_workers_took_cfg(const struct orcd_server *s)
 {
-	const char *v = getenv(name);
+	uint64_t deadline = mono_usec() + 2000000;
+	struct timespec ms = { 0, 1000000 };
+	unsigned k = 0;
 
-	return v ? strtoul(v, NULL, 10) : 0;
-}
+	while (k < s->n_workers) {
+		const struct orcd_worker *w = &s->workers[k];
 
-/* Tests only: the main thread waits here for the milliseconds `name`
- * gives, so that a test can act inside a window otherwise microseconds
- * long. */
-static void test_pause(const char *name)
-{
-	unsigned long ms = test_knob(name);
-	struct timespec ts;
-
-	if (!ms || ms > 60000)
-		return;
-	ts.tv_sec = (time_t)(ms / 1000);
-	ts.tv_nsec = (long)(ms % 1000) * 1000000;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+		if (atomic_load(&w->done) ||
+		    atomic_load_explicit(&w->cfg_gen, memory_order_acquire) ==
+			    s->cfg_gen) {
+			k++;
+		} else if (mono_usec() >= deadline) {
+			log_msg(LOG_WARNING,
+				"reload: worker %u has not taken the new configuration after 2s; going on",
+				w->id);
+			return;
+		} else {
+			nanosleep(&ms, NULL);
+		}
+	}
 }
 
 /* ready: READY=1 was sent at start-up (else it waits for the workers). */
@@ -856,6 +895,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 	if (s->cfg != c)
 		publish_cfg(s, c);
 	wake_workers(s);
+	wait_workers_took_cfg(s);
 	log_msg(LOG_NOTICE, "configuration reloaded");
 	if (ready)
 		sd_notify(0, "READY=1");

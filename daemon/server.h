@@ -114,6 +114,9 @@ struct orcd_worker {
 	 * (config_view() failed): the main thread wakes it again each
 	 * second until it does. */
 	_Atomic bool cfg_stale;
+	/* The srv->cfg_gen its last refresh looked at, serving it or
+	 * stale: a reload is done once each worker has. */
+	_Atomic unsigned cfg_gen;
 	int result;		/* engine run() return value */
 };
 
@@ -142,6 +145,7 @@ struct orcd_server {
 	const struct orcd_engine *engine;
 	pthread_mutex_t cfg_lock; /* guards cfg; taken only to swap or refresh */
 	struct orcd_config *cfg; /* current; swapped whole on reload */
+	unsigned cfg_gen;	/* bumped with each swap, under cfg_lock */
 	_Atomic bool stopping;	/* SIGTERM: stop accepting, drain, exit */
 	struct access_log *access_log;
 	/* Bumped before a reopen: every worker hands out its buffered

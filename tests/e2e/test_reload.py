@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import sys
+import time
 
 import orcdtest
 from orcdtest import build_request, check, eq, wait_until
@@ -287,6 +288,37 @@ def a_worker_that_cannot_take_the_new_root_tries_again():
         check("serving the current configuration now" in
               srv.stderr_text(), "the recovery was not said")
         srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def the_reload_is_logged_once_every_worker_serves_it():
+    # "configuration reloaded" (and READY=1 under systemd) tells a client
+    # that what it sends next is served under the new configuration. A
+    # worker takes the new one when it handles its wake, and the line
+    # came as soon as the workers were woken: a request sent on the word
+    # could be served from the old root (a keep-alive request the worker
+    # reads in the same turn as its wake, before it). The line now waits
+    # for every worker to have taken it. ORCD_TEST_REFRESH_PAUSE_MS holds
+    # each worker's refresh for a second: the line cannot come sooner
+    # (before, it came at once).
+    with Server(conf="threads 2;\n") as srv:
+        other = other_root(srv)
+        srv.env["ORCD_TEST_REFRESH_PAUSE_MS"] = "1000"
+        srv.start()
+        eq(srv.get("/hello.txt").body, HELLO, "served before")
+        t0 = time.monotonic()
+        reload(srv, "threads 2;\nroot %s;\n" % other)
+        took = time.monotonic() - t0
+        check(took >= 0.9, "the reload was logged %.2fs after the signal, "
+              "before the workers' refresh (held 1s) took it" % took)
+        check("has not taken the new configuration" not in
+              srv.stderr_text(), "a worker was not waited for: %s"
+              % srv.stderr_text())
+        # New connections land on either worker.
+        for i in range(8):
+            eq(srv.get("/hello.txt").body, b"the new root\n",
+               "request %d after the reload was logged" % i)
         srv.stop()
 
 
