@@ -658,6 +658,31 @@ class Orcd:
             raise TestFailure("%s; orcd's log ends:\n%s"
                               % (e, self.stderr_text()[-2000:]))
 
+    def idle_metrics(self, timeout=15.0):
+        """orcd's metrics once it is idle, for a baseline: no connection
+        open, no chain in flight, and the same slots in use in two reads
+        0.1 s apart (on the io_uring engines a connection's slot comes
+        back when its close completes, a moment after the count of open
+        connections dropped: the start-up probe's, the last case's)."""
+        def quiet(m):
+            return (m["orcd_connections_open"] == 0 and
+                    m["orcd_chains_in_flight"] == 0)
+        deadline = time.monotonic() + timeout
+        prev = self.metrics()
+        while True:
+            time.sleep(0.1)
+            m = self.metrics()
+            if quiet(prev) and quiet(m) and \
+                    prev["orcd_slots_in_use"] == m["orcd_slots_in_use"]:
+                return m
+            if time.monotonic() > deadline:
+                raise TestFailure(
+                    "orcd not idle within %gs: connections %d, chains %d, "
+                    "slots %d" % (timeout, m["orcd_connections_open"],
+                                  m["orcd_chains_in_flight"],
+                                  m["orcd_slots_in_use"]))
+            prev = m
+
     def get(self, path, headers=None, method="GET", version="1.1"):
         with self.conn() as c:
             hdrs = dict(headers or {})

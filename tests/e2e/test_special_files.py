@@ -43,9 +43,9 @@ def get(srv, path, method="GET", timeout=15.0):
 CACHE_CONFS = (("stat cache", ""), ("stat_cache 0", "stat_cache 0;\n"))
 
 
-def gauges(srv):
+def gauges(srv, m=None):
     """The metrics page's in-use gauges: chains and slots."""
-    m = srv.metrics()
+    m = srv.metrics() if m is None else m
     return m["orcd_chains_in_flight"], m["orcd_slots_in_use"]
 
 
@@ -202,7 +202,7 @@ def fifo_swapped_in_open_does_not_wait():
         srv.env["ORCD_TEST_IGNORE_MOUNTS"] = "1"
         srv.private_mounts()
         srv.start()
-        idle = gauges(srv)
+        idle = gauges(srv, srv.idle_metrics())
         srv.write_file("dir/cold.txt", b"x" * 1000)
         eq(get(srv, "/dir/cold.txt", "HEAD").status, 200, "HEAD")
         other = os.path.join(srv.tmp, "other")
@@ -233,7 +233,7 @@ def fifo_swapped_in_read_ends_within_send_timeout():
         srv.env["ORCD_TEST_IGNORE_MOUNTS"] = "1"
         srv.private_mounts()
         srv.start()
-        idle = gauges(srv)
+        idle = gauges(srv, srv.idle_metrics())
         undo = []
         try:
             swapped_fifo(srv, "lone.txt", undo)

@@ -93,11 +93,7 @@ def with_server(fn, extra="", env=None):
     srv = Server(extra, env)
     try:
         srv.start()
-        # The start-up probe's connection may still be closing.
-        orcdtest.wait_until(
-            lambda: srv.metrics()["orcd_connections_open"] == 0, 10,
-            "the start-up probe's connection to close")
-        base = srv.metrics()
+        base = srv.idle_metrics()
         fn(srv)
         m = srv.settled(base)
         srv.stop()

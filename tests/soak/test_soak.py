@@ -1017,7 +1017,7 @@ def soak():
             os.makedirs(os.path.dirname(srv.path(p)), exist_ok=True)
             writer.put_new(p, "create")
         srv.start()
-        base = srv.metrics()
+        base = srv.idle_metrics()
         stats = Stats()
         judge = Judge(world, stats, srv.engine)
         stop = threading.Event()
