@@ -184,6 +184,10 @@ def small_request_not_starved_by_big_downloads(srv):
         except OSError:
             pass
 
+    # The small requests go on one keep-alive connection made before the
+    # load: what is timed is orcd's answer, not a connect (in the guest,
+    # through QEMU's forwarder, as busy as the pullers make it).
+    small = srv.conn(timeout=30)
     threads = [threading.Thread(target=puller) for _ in range(8)]
     for t in threads:
         t.start()
@@ -191,13 +195,16 @@ def small_request_not_starved_by_big_downloads(srv):
         worst = 0.0
         for _ in range(20):
             t0 = time.monotonic()
-            r = srv.get("/hello.txt")
+            small.send(build_request("GET", "/hello.txt"))
+            r = small.read_response()
             worst = max(worst, time.monotonic() - t0)
+            check(r is not None, "the small requests' connection closed")
             eq(r.body, b"hello, world\n", "small request under load")
         print("# slowest small request under load: %.3fs" % worst)
         check(worst < 2.0, "a small request took %.2fs under load" % worst)
     finally:
         stop.set()
+        small.close()
         for t in threads:
             t.join(30)
     eq(heads, [200] * 8, "the big downloads' statuses")

@@ -351,8 +351,11 @@ def access_log_line_out_within_its_bound_when_idle():
         errors = []
         load(srv, 1, 1, errors)
         eq(errors, [], "client errors")
-        wait_until(lambda: case_lines(srv.access_log), 1.5 + 0.5,
-                   "the line within 1.5 s (and a margin)")
+        # The margin covers the look at the file; in the guest, a write
+        # through 9p seen from this machine, under TCG.
+        margin = 1.0 if srv.forwarded else 0.5
+        wait_until(lambda: case_lines(srv.access_log), 1.5 + margin,
+                   "the line within 1.5 s (and a margin of %gs)" % margin)
         srv.stop()
 
 
