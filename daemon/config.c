@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -861,28 +862,56 @@ int config_access_log_dir(const struct orcd_config *c, char *dir,
 }
 
 /* Whether uid:gid may open the root as each worker does after the drop
- * (config_view): in a child that drops to them. 0 or -errno. */
-static int root_opens_as(const struct orcd_config *c, uid_t uid, gid_t gid)
+ * (config_view), tried in a child that takes them. 0, or -errno with
+ * *step naming what failed: NULL where it was the open. */
+static int root_opens_as(const struct orcd_config *c, uid_t uid, gid_t gid,
+			 const char **step)
 {
-	int status;
-	pid_t pid = fork();
+	struct sigaction dfl = { .sa_handler = SIG_DFL }, was;
+	int p[2], status, res[2] = { 0, ECHILD }, e;
+	ssize_t n;
+	pid_t pid;
 
-	if (pid < 0)
+	*step = "a pipe";
+	if (pipe2(p, O_CLOEXEC))
 		return -errno;
+	/* An inherited SIG_IGN would have the kernel reap the child. */
+	sigaction(SIGCHLD, &dfl, &was);
+	pid = fork();
 	if (pid == 0) {
-		int fd;
-
-		if (setgroups(1, &gid) || setgid(gid) || setuid(uid))
-			_exit(errno);
-		fd = openat(c->root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		_exit(fd < 0 ? errno : 0);
+		/* {1, errno}: taking the identity failed; {2, errno}: the
+		 * open; {2, 0}: it opened. */
+		res[0] = 1;
+		if (!setgroups(1, &gid) && !setgid(gid) && !setuid(uid)) {
+			res[0] = 2;
+			if (openat(c->root_fd, ".",
+				   O_PATH | O_DIRECTORY | O_CLOEXEC) >= 0)
+				errno = 0;
+		}
+		res[1] = errno;
+		_exit(write(p[1], res, sizeof(res)) == sizeof(res) ? 0 : 1);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (!WIFEXITED(status))
+	e = errno;
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		sigaction(SIGCHLD, &was, NULL);
+		*step = "fork";
+		return -e;
+	}
+	do
+		n = read(p[0], res, sizeof(res));
+	while (n < 0 && errno == EINTR);
+	close(p[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	sigaction(SIGCHLD, &was, NULL);
+	if (n != sizeof(res) || res[0] < 1 || res[0] > 2) {
+		*step = "the child that tried";
 		return -ECHILD;
-	return -WEXITSTATUS(status);
+	}
+	*step = res[0] == 1 ? "taking its identity" : NULL;
+	return -res[1];
 }
 
 int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
@@ -904,16 +933,21 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 		return ret;
 	/* Start-up finds this only in its workers, after the drop. */
 	if ((c->user || c->group) && c->root_fd >= 0) {
-		ret = root_opens_as(c, uid, gid);
-		if (ret) {
+		const char *who = c->user ? "user" : "group", *step;
+
+		ret = root_opens_as(c, uid, gid, &step);
+		if (ret && !step)
 			set_err(err, errcap,
 				"%sroot %s: the %s orcd runs as cannot open it: %s",
-				config_where(c, c->user ? "user" : "group", at,
-					     sizeof(at)),
-				show(c->root).s, c->user ? "user" : "group",
+				config_where(c, who, at, sizeof(at)),
+				show(c->root).s, who, strerror(-ret));
+		else if (ret)
+			set_err(err, errcap,
+				"%sopening the root as the %s orcd runs as: %s: %s",
+				config_where(c, who, at, sizeof(at)), who, step,
 				strerror(-ret));
+		if (ret)
 			return ret;
-		}
 	}
 	if (!c->access_log || !strcmp(c->access_log, "-") ||
 	    !strcmp(c->access_log, "stdout"))

@@ -246,11 +246,21 @@ def a_worker_that_cannot_start_is_exit_1():
         check("root %s: the user orcd runs as cannot open it: Permission "
               "denied" % srv.root in err and "orcd.conf:" in err,
               "--check-config said: %r" % (out + err))
-        # Where the user may open it, the check passes.
+        # Where the user may open it, the check passes, also when orcd
+        # inherits SIGCHLD ignored (the kernel would reap the checking
+        # child, leaving no status to read).
         os.chmod(srv.root, 0o755)
         rc, out, err = run_bin(["-c", srv.conf_path, "--check-config"])
         eq(rc, 0, "--check-config's exit status, root open to the user "
            "(%r)" % (out + err))
+        import subprocess
+        p = subprocess.run(
+            [orcdtest.BIN, "-c", srv.conf_path, "--check-config"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20,
+            preexec_fn=lambda: signal.signal(signal.SIGCHLD,
+                                             signal.SIG_IGN))
+        eq(p.returncode, 0, "--check-config with SIGCHLD ignored (%r)"
+           % p.stdout)
 
 
 @orcdtest.case
