@@ -913,9 +913,12 @@ static int epoll_run(struct orcd_worker *w)
 
 	/* libev aborts where it cannot allocate; a loop it does not make is
 	 * an epoll instance the kernel refused, errno saying why (EMFILE
-	 * where the fd limit is reached). */
+	 * where the fd limit is reached). EVFLAG_NOENV: LIBEV_FLAGS in the
+	 * environment would replace these flags, and the engine named epoll
+	 * would run on another backend. */
 	errno = 0;
-	ew.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
+	ew.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK |
+			      EVFLAG_NOENV);
 	if (!ew.loop)
 		return errno ? -errno : -ENOMEM;
 	ew.core->worker_init(&ew.hw, w, &ep_transport);

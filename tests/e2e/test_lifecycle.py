@@ -389,6 +389,24 @@ def sigterm_cuts_a_stalled_reader_at_the_drain_bound():
         srv.stop()
 
 
+@orcdtest.case(engines=("epoll",))
+def engine_epoll_runs_on_epoll_whatever_libev_flags_says():
+    """libev takes LIBEV_FLAGS from the environment in place of the flags
+    it is given: with LIBEV_FLAGS=2 the engine named epoll ran on
+    poll(2). orcd asks libev to ignore the variable."""
+    with Server() as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: only ORCD_ variables "
+                                "reach it")
+        srv.env["LIBEV_FLAGS"] = "2"  # EVBACKEND_POLL
+        srv.start()
+        eq(srv.get("/hello.txt").status, 200, "served")
+        polls = [fd for fd, link in srv.fd_links().items()
+                 if link == "anon_inode:[eventpoll]"]
+        eq(len(polls), 1, "epoll instances (one worker)")
+        srv.stop()
+
+
 @orcdtest.case
 def sigquit_stops_gracefully_usr2_and_winch_are_ignored():
     # nginx's signals, as its users send them: QUIT is its graceful stop;
