@@ -861,6 +861,13 @@ int config_access_log_dir(const struct orcd_config *c, char *dir,
 	return access(dir, W_OK | X_OK) ? -errno : 0;
 }
 
+int config_take_identity(uid_t uid, gid_t gid)
+{
+	if (setgroups(1, &gid) || setgid(gid) || setuid(uid))
+		return -errno;
+	return 0;
+}
+
 /* Whether uid:gid may open the root as each worker does after the drop
  * (config_view), tried in a child that takes them. 0, or -errno with
  * *step naming what failed: NULL where it was the open. */
@@ -882,13 +889,13 @@ static int root_opens_as(const struct orcd_config *c, uid_t uid, gid_t gid,
 		/* {1, errno}: taking the identity failed; {2, errno}: the
 		 * open; {2, 0}: it opened. */
 		res[0] = 1;
-		if (!setgroups(1, &gid) && !setgid(gid) && !setuid(uid)) {
+		res[1] = -config_take_identity(uid, gid);
+		if (!res[1]) {
 			res[0] = 2;
 			if (openat(c->root_fd, ".",
-				   O_PATH | O_DIRECTORY | O_CLOEXEC) >= 0)
-				errno = 0;
+				   O_PATH | O_DIRECTORY | O_CLOEXEC) < 0)
+				res[1] = errno;
 		}
-		res[1] = errno;
 		_exit(write(p[1], res, sizeof(res)) == sizeof(res) ? 0 : 1);
 	}
 	e = errno;

@@ -178,6 +178,11 @@ const char *config_where(const struct orcd_config *c, const char *directive,
 int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
 		    char *err, size_t errcap);
 
+/* Become uid:gid, with gid as the only group (start-up's drop, and
+ * --check-config's child that tries the root as the workers will open
+ * it). 0 or -errno. */
+int config_take_identity(uid_t uid, gid_t gid);
+
 /* What start-up would refuse beyond config_finalize, without changing
  * anything (--check-config): user or group set when not running as
  * root, an unknown user or group, a root they cannot open, an access

@@ -8,7 +8,6 @@
 #include "server.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdalign.h>
@@ -728,11 +727,10 @@ static int drop_privileges(const struct orcd_config *c, char *err, size_t cap)
 	e = config_identity(c, &uid, &gid, err, cap);
 	if (e)
 		return e;
-	if (setgroups(1, &gid) || setgid(gid) || setuid(uid)) {
-		snprintf(err, cap, "dropping privileges: %s", strerror(errno));
-		return -errno;
-	}
-	return 0;
+	e = config_take_identity(uid, gid);
+	if (e)
+		snprintf(err, cap, "dropping privileges: %s", strerror(-e));
+	return e;
 }
 
 /* The access log was opened before the drop; its reopen (SIGUSR1) runs
