@@ -808,34 +808,64 @@ static void reload_failed(struct orcd_config *c, const char *err, bool ready)
 }
 
 /*
- * "configuration reloaded" and systemd's READY=1 say that what comes next
- * is served under the new configuration: each worker takes it when it
- * handles its wake, so wait until every one of them has (or found it
- * cannot: cfg_stale, said already), at most 2 s, as a reopen waits for
- * the workers' buffered log lines.
+ * Sleeps in 1 ms steps until answered(s, arg) holds, 2 s at most, and
+ * says whether it did: how the main thread waits for every worker to
+ * answer something it asked when it woke them.
  */
-static void wait_workers_took_cfg(const struct orcd_server *s)
+static bool wait_workers(const struct orcd_server *s,
+			 bool (*answered)(const struct orcd_server *, unsigned),
+			 unsigned arg)
 {
 	uint64_t deadline = mono_usec() + 2000000;
 	struct timespec ms = { 0, 1000000 };
-	unsigned k = 0;
 
-	while (k < s->n_workers) {
+	while (!answered(s, arg)) {
+		if (mono_usec() >= deadline)
+			return false;
+		nanosleep(&ms, NULL);
+	}
+	return true;
+}
+
+/* The first current worker whose last refresh did not look at
+ * generation gen, NULL when all did (or are done). */
+static const struct orcd_worker *behind_cfg(const struct orcd_server *s,
+					    unsigned gen)
+{
+	for (unsigned k = 0; k < s->n_workers; k++) {
 		const struct orcd_worker *w = &s->workers[k];
 
-		if (atomic_load(&w->done) ||
-		    atomic_load_explicit(&w->cfg_gen, memory_order_acquire) ==
-			    s->cfg_gen) {
-			k++;
-		} else if (mono_usec() >= deadline) {
-			log_msg(LOG_WARNING,
-				"reload: worker %u has not taken the new configuration after 2s; going on",
-				w->id);
-			return;
-		} else {
-			nanosleep(&ms, NULL);
-		}
+		if (!atomic_load(&w->done) &&
+		    atomic_load_explicit(&w->cfg_gen, memory_order_acquire) !=
+			    gen)
+			return w;
 	}
+	return NULL;
+}
+
+static bool all_took_cfg(const struct orcd_server *s, unsigned gen)
+{
+	return !behind_cfg(s, gen);
+}
+
+/*
+ * "configuration reloaded" and systemd's READY=1 say that what comes next
+ * is served under the new configuration: each worker takes it when it
+ * handles its wake, so wait until every one of them has (or found it
+ * cannot: cfg_stale, said already), as a reopen waits for the workers'
+ * buffered log lines.
+ */
+static void wait_workers_took_cfg(const struct orcd_server *s)
+{
+	const struct orcd_worker *w;
+
+	if (wait_workers(s, all_took_cfg, s->cfg_gen))
+		return;
+	w = behind_cfg(s, s->cfg_gen);
+	if (w)
+		log_msg(LOG_WARNING,
+			"reload: worker %u has not taken the new configuration after 2s; going on",
+			w->id);
 }
 
 /* ready: READY=1 was sent at start-up (else it waits for the workers). */
@@ -1037,16 +1067,12 @@ static bool all_logs_flushed(const struct orcd_server *s, unsigned req)
 static void reopen_access_log(struct orcd_server *s)
 {
 	unsigned req = atomic_fetch_add(&s->log_flush_req, 1) + 1;
-	uint64_t deadline = mono_usec() + 2000000;
-	struct timespec ms = { 0, 1000000 };
 	const struct orcd_generation *g;
 
 	wake_workers(s);
 	for (g = s->retiring; g; g = g->next)
 		wake(g->workers, g->n);
-	while (!all_logs_flushed(s, req) && mono_usec() < deadline)
-		nanosleep(&ms, NULL);
-	if (!all_logs_flushed(s, req))
+	if (!wait_workers(s, all_logs_flushed, req))
 		log_msg(LOG_WARNING,
 			"reopening the access log: a worker did not write its buffered lines within 2 s; they go to the new file");
 	int e = access_log_reopen(s->access_log);
