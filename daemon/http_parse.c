@@ -18,6 +18,7 @@
  * or non-digit Content-Length, obs-fold and whitespace before the colon
  * are all 400.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <string.h>
 
@@ -206,10 +207,38 @@ static bool all_digits(const char *p, size_t n)
 	return true;
 }
 
+/* What RFC 3986 (3.2.2) allows between an IP literal's brackets: an
+ * IPv6 address (inet_pton's grammar is the RFC's, without zone ids), or
+ * IPvFuture, "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ). */
+static bool valid_ip_literal(const char *p, size_t n)
+{
+	char buf[INET6_ADDRSTRLEN];
+	struct in6_addr addr;
+	size_t i = 1;
+
+	if (n && (p[0] == 'v' || p[0] == 'V')) {
+		while (i < n && isxdigit((unsigned char)p[i]))
+			i++;
+		if (i == 1 || i + 1 >= n || p[i] != '.')
+			return false;
+		for (i++; i < n; i++)
+			if (!isalnum((unsigned char)p[i]) &&
+			    (p[i] == '\0' || !strchr("-._~!$&'()*+,;=:", p[i])))
+				return false;
+		return true;
+	}
+	if (n >= sizeof(buf))
+		return false;
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	return inet_pton(AF_INET6, buf, &addr) == 1;
+}
+
 /* uri-host [ ":" port ] without userinfo (RFC 9112 section 3.2, RFC 3986
- * section 3.2.2): an IP literal in brackets, or a reg-name/IPv4 of only the
- * bytes such a host may carry, so the value is safe to log or echo; the
- * port, when present, is digits only. */
+ * section 3.2.2): an IP literal in brackets, or a reg-name/IPv4 of the
+ * bytes such a host may carry, each '%' starting a percent-encoded byte,
+ * so the value is safe to log or echo; the port, when present, is digits
+ * only. RFC 9112 3.2: any other Host is a 400. */
 static bool valid_authority(struct http_str a)
 {
 	const char *colon;
@@ -220,14 +249,8 @@ static bool valid_authority(struct http_str a)
 	if (a.p[0] == '[') {
 		const char *end = memchr(a.p, ']', a.n);
 
-		if (!end || end == a.p + 1)
+		if (!end || !valid_ip_literal(a.p + 1, (size_t)(end - a.p) - 1))
 			return false;
-		for (i = 1; a.p + i < end; i++) {
-			unsigned char ch = (unsigned char)a.p[i];
-
-			if (!isxdigit(ch) && ch != ':' && ch != '.')
-				return false;
-		}
 		host_n = (size_t)(end - a.p) + 1;
 		if (host_n == a.n)
 			return true;
@@ -243,7 +266,13 @@ static bool valid_authority(struct http_str a)
 
 		if (isalnum(ch))
 			continue;
-		if (ch == '\0' || !strchr("-._~%!$&'()*+,;=", ch))
+		if (ch == '%' && i + 2 < host_n &&
+		    isxdigit((unsigned char)a.p[i + 1]) &&
+		    isxdigit((unsigned char)a.p[i + 2])) {
+			i += 2;
+			continue;
+		}
+		if (ch == '\0' || !strchr("-._~!$&'()*+,;=", ch))
 			return false;
 	}
 	return !colon || all_digits(colon + 1, a.n - host_n - 1);

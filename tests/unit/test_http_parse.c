@@ -292,12 +292,21 @@ static void test_host_syntax(void **state)
 		"xn--bcher-kva.example",
 		"h:",
 		"a%20b",
+		"%2D",
 		"a!$&'()*+,;=b",
+		"[::ffff:192.0.2.1]",
+		"[v1.x:y]",
+		"[V1f.a]:8",
 	};
 	static const char *const bad[] = {
 		"t:x", "t:80x",	 "t:8:0",    ":80",   "[::1",
 		"[]",  "[::1]x", "[::1]:8x", "[::g]", "[::1]]",
 		"a[b", "a]b",	 "user@x",   "a/b",
+		/* percent-encoding is % and two hex digits */
+		"a%zz", "%", "a%2", "a%2:80",
+		/* an IP literal is IPv6 or IPvFuture */
+		"[:::]", "[1.2]", "[1::2::3]", "[::1%25eth0]", "[v.x]",
+		"[vz.x]", "[v1.]", "[v1]", "[v1.a/b]",
 	};
 	char buf[128];
 	size_t i;
