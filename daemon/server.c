@@ -798,13 +798,12 @@ static void warn_unapplied(void *ctx, const char *directive, const char *was,
 		directive, was, now, was);
 }
 
-static void reload_failed(struct orcd_config *c, const char *err, bool ready)
+static void reload_failed(struct orcd_config *c, const char *err)
 {
 	log_msg(LOG_ERR, "reload failed, keeping the running configuration: %s",
 		err);
 	config_put(c);
-	if (ready)
-		sd_notify(0, "READY=1");
+	sd_notify(0, "READY=1");
 }
 
 /*
@@ -868,9 +867,8 @@ static void wait_workers_took_cfg(const struct orcd_server *s)
 			w->id);
 }
 
-/* ready: READY=1 was sent at start-up (else it waits for the workers). */
-static void reload(struct orcd_server *s, const struct cli_opts *o,
-		   bool ready)
+/* Only once orcd serves: READY=1 was sent at start-up. */
+static void reload(struct orcd_server *s, const struct cli_opts *o)
 {
 	struct orcd_config *c;
 	char err[CONFIG_ERR_MAX + 64];
@@ -882,7 +880,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 		   (unsigned long long)ts.tv_sec * 1000000ULL +
 			   (unsigned long long)ts.tv_nsec / 1000);
 	if (server_load_config(o, &c, err, sizeof(err))) {
-		reload_failed(NULL, err, ready);
+		reload_failed(NULL, err);
 		return;
 	}
 	same = same_listeners(s->cfg, c);
@@ -894,7 +892,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 	/* s->cfg says what runs, so the next reload compares with that;
 	 * before any worker takes a view of c, since strings change. */
 	if (config_keep_running(s->cfg, c, new_workers)) {
-		reload_failed(c, "out of memory", ready);
+		reload_failed(c, "out of memory");
 		return;
 	}
 	if (!same && !new_workers) {
@@ -911,7 +909,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 		log_msg(LOG_WARNING,
 			"reload: engine specific: listen addresses change on restart");
 	} else if (swap_generation(s, c, err, sizeof(err))) {
-		reload_failed(c, err, ready);
+		reload_failed(c, err);
 		return;
 	} else {
 		log_msg(LOG_NOTICE,
@@ -925,8 +923,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o,
 	wake_workers(s);
 	wait_workers_took_cfg(s);
 	log_msg(LOG_NOTICE, "configuration reloaded");
-	if (ready)
-		sd_notify(0, "READY=1");
+	sd_notify(0, "READY=1");
 }
 
 static void notify_status(struct orcd_server *s)
@@ -1121,7 +1118,8 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 	watchdog_init(&wd, s->n_workers);
 	while (!atomic_load(&s->stopping) || s->retiring ||
 	       !all_done(s->workers, s->n_workers)) {
-		struct pollfd p[2 + 17] = { { sig_fd, POLLIN, 0 },
+		/* A signal waits (pending on sig_fd) until orcd serves. */
+		struct pollfd p[2 + 17] = { { ready ? sig_fd : -1, POLLIN, 0 },
 					    { done_fd, POLLIN, 0 } };
 		unsigned np = 2;
 		int timeout, mt;
@@ -1176,7 +1174,7 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		switch (si.ssi_signo) {
 		case SIGHUP:
 			if (!atomic_load(&s->stopping))
-				reload(s, o, ready);
+				reload(s, o);
 			break;
 		case SIGUSR1:
 			if (s->access_log)

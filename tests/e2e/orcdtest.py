@@ -420,7 +420,8 @@ class Orcd:
                         % self.metrics_port)
             f.write(extra)
 
-    def start(self):
+    def launch(self):
+        """Run orcd, not waiting for it to answer (start() does)."""
         cmd = [BIN, "-c", self.conf_path] + self.args
         self.stderr = open(self.log_path, "wb")
         self.stdout = open(self.stdout_path, "wb")
@@ -428,6 +429,10 @@ class Orcd:
                                      stderr=self.stderr,
                                      preexec_fn=self.preexec,
                                      env=dict(os.environ, **self.env))
+        return self
+
+    def start(self):
+        self.launch()
         wait_until(self._answers, 15, "orcd to answer on %s:%d" % self.addr)
         self._take_fd_baseline()
         return self

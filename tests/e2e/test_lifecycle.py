@@ -543,8 +543,32 @@ def signals_while_starting_wait_for_the_server():
         eq(sent, [None], "orcd running when it was signalled")
         wait_until(lambda: "configuration reloaded" in srv.stderr_text(),
                    10, "the early SIGHUP to reload")
+        err = srv.stderr_text()
+        check(err.index("serving ") < err.index("configuration reloaded"),
+              "the reload came after orcd served:\n" + err)
         eq(srv.get("/hello.txt").status, 200, "served")
         srv.stop()
+
+
+@orcdtest.case
+def sigterm_while_starting_stops_once_serving():
+    """orcd.8: a signal that arrives while orcd starts takes effect once it
+    serves. A SIGTERM then stops a server that said "serving" (and sent
+    READY=1 under systemd), not one that never did."""
+    with Server() as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("orcd runs elsewhere: signalled by the "
+                                "harness, not from a thread")
+        srv.env["ORCD_TEST_START_PAUSE_MS"] = "1000"
+        srv.launch()
+        time.sleep(0.5)
+        eq(srv.proc.poll(), None, "orcd running when it was signalled")
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.finish(30)
+        err = srv.stderr_text()
+        check("serving " in err and "stopping" in err and
+              err.index("serving ") < err.index("stopping"),
+              "orcd served, then stopped:\n" + err)
 
 
 @orcdtest.case
