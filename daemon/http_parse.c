@@ -111,6 +111,20 @@ static enum http_parse_result fail(struct parse_ctx *c, int status)
 	return HTTP_PARSE_ERROR;
 }
 
+/* A request line refused before it ended: request_line is what was read
+ * of it, through the byte at i that refused it, so that the access log
+ * shows what the client sent (a TLS hello, say), as nginx's $request. */
+static enum http_parse_result fail_in_line(struct parse_ctx *c,
+					   bool request_line, size_t i,
+					   int status)
+{
+	size_t start = c->st->line;
+
+	if (request_line)
+		c->req->request_line = str(c->buf + start, i + 1 - start);
+	return fail(c, status);
+}
+
 /*
  * Find the end of the line that begins at st->line, looking at bytes from
  * st->scan on (what an earlier call looked at is not looked at again).
@@ -137,9 +151,9 @@ static enum http_parse_result scan_line(struct parse_ctx *c, bool request_line,
 		 * max_header_bytes a long line is still a long URI. */
 		if (request_line && i - start >= c->lim->max_request_line &&
 		    ch != '\r' && ch != '\n')
-			return fail(c, 414);
+			return fail_in_line(c, request_line, i, 414);
 		if (i >= c->lim->max_header_bytes)
-			return fail(c, 431);
+			return fail_in_line(c, request_line, i, 431);
 		st->looked++;
 		if (ch == '\n') {
 			*end = i;
@@ -152,9 +166,9 @@ static enum http_parse_result scan_line(struct parse_ctx *c, bool request_line,
 				return HTTP_PARSE_INCOMPLETE;
 			}
 			if (i + 1 >= c->lim->max_header_bytes)
-				return fail(c, 431);
+				return fail_in_line(c, request_line, i, 431);
 			if (c->buf[i + 1] != '\n')
-				return fail(c, 400);
+				return fail_in_line(c, request_line, i, 400);
 			*end = i;
 			*next = i + 2;
 			return HTTP_PARSE_OK;
@@ -171,7 +185,7 @@ static enum http_parse_result scan_line(struct parse_ctx *c, bool request_line,
 				    memcmp(c->buf + start, "HEAD", 4) == 0)
 					c->req->method = HTTP_METHOD_HEAD;
 			} else if (!is_tchar(ch)) {
-				return fail(c, 400);
+				return fail_in_line(c, true, i, 400);
 			}
 		}
 	}

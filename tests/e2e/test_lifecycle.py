@@ -768,8 +768,12 @@ def access_log_names_the_bad_request():
         srv.start()
         srv.exchange(b"GET /no-host.txt HTTP/1.1\r\n\r\n")
         srv.exchange(b"GET /" + b"L" * 9000 + b" HTTP/1.1\r\nHost: t\r\n\r\n")
-        wait_until(lambda: len(case_lines(srv)) >= 2, 10,
-                   "two access log lines")
+        # Refused before the line ended (at the method's first bad byte):
+        # logged as far as it was read, as nginx logs a TLS hello.
+        srv.exchange(b"\x16\x03\x01\x00\xa5\x01\x00")
+        srv.exchange(b"G\x7fET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        wait_until(lambda: len(case_lines(srv)) >= 4, 10,
+                   "four access log lines")
         lines = case_lines(srv)
         m = COMBINED.match(lines[0])
         check(m, "not combined: %r" % lines[0])
@@ -778,6 +782,12 @@ def access_log_names_the_bad_request():
            "line of a request without Host")
         m = COMBINED.match(lines[1])
         check(m and m.group(6) == "414", "414 line: %r" % lines[1][:200])
+        check(m.group(5).startswith("GET /LLLL"),
+              "414 request: %r" % m.group(5)[:40])
+        for ln, want in zip(lines[2:], ("\\x16", "G\\x7F")):
+            m = COMBINED.match(ln)
+            eq((m.group(5), m.group(6)) if m else ln, (want, "400"),
+               "request refused at its method")
         srv.stop()
 
 

@@ -1120,6 +1120,43 @@ static void test_pipelined(void **state)
 	check_prefixes(s, strlen(s), &lim_default, false);
 }
 
+/* A request line refused before it ends keeps what was read of it, through
+ * the byte that refused it, for the access log; one refused after it ended
+ * keeps the whole line. */
+static void test_request_line_kept_on_error(void **state)
+{
+	static const struct {
+		const char *in;
+		int status;
+		const char *line;
+	} cases[] = {
+		{ "\x16\x03\x01\x00", 400, "\x16" },
+		{ "G\x7f" "ET / HTTP/1.1\r\nHost: a\r\n\r\n", 400, "G\x7f" },
+		{ "GET /a\rb HTTP/1.1\r\n\r\n", 400, "GET /a\r" },
+		{ "\r\nGET / HTTP/1.1\rX", 400, "GET / HTTP/1.1\r" },
+		{ "GET / HTTP/9.1\r\nHost: a\r\n\r\n", 505, "GET / HTTP/9.1" },
+	};
+	char long_line[9000];
+	struct result res;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		res = parse(cases[i].in);
+		assert_int_equal(res.r, HTTP_PARSE_ERROR);
+		assert_int_equal(res.status, cases[i].status);
+		assert_str(res.req.request_line, cases[i].line);
+		result_free(&res);
+	}
+	memset(long_line, 'L', sizeof(long_line));
+	memcpy(long_line, "GET /", 5);
+	res = parse_n(long_line, sizeof(long_line), &lim_default);
+	assert_int_equal(res.status, 414);
+	assert_int_equal(res.req.request_line.n,
+			 lim_default.max_request_line + 1);
+	assert_memory_equal(res.req.request_line.p, "GET /LL", 7);
+	result_free(&res);
+}
+
 static void test_str_eq_ci(void **state)
 {
 	(void)state;
@@ -1173,6 +1210,7 @@ int main(void)
 		cmocka_unit_test(test_split_bad),
 		cmocka_unit_test(test_limits_fixed_at_head_start),
 		cmocka_unit_test(test_pipelined),
+		cmocka_unit_test(test_request_line_kept_on_error),
 		cmocka_unit_test(test_str_eq_ci),
 	};
 
