@@ -466,10 +466,7 @@ static int set_index(struct orcd_config *c, const struct directive *d,
 static int set_media_type(struct orcd_config *c, const struct directive *d,
 			  const char *v, bool replace, char *why, size_t cap)
 {
-	const char *slash = strchr(v, '/');
-
-	if (!slash || slash == v || !slash[1] ||
-	    strcspn(v, " \t;") < (size_t)(slash - v)) {
+	if (!mime_type_valid(v, strlen(v), true)) {
 		set_err(why, cap, "expected a media type such as text/plain");
 		return -EINVAL;
 	}

@@ -36,8 +36,7 @@ struct parse_ctx {
 /* http_parse_state.phase */
 enum { PH_NEW, PH_LEADING, PH_REQUEST_LINE, PH_FIELDS };
 
-/* tchar, RFC 9110 section 5.6.2 */
-static bool is_tchar(unsigned char c)
+bool http_tchar(unsigned char c)
 {
 	if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
 	    (c >= 'A' && c <= 'Z'))
@@ -184,7 +183,7 @@ static enum http_parse_result scan_line(struct parse_ctx *c, bool request_line,
 				if (i - start == 4 &&
 				    memcmp(c->buf + start, "HEAD", 4) == 0)
 					c->req->method = HTTP_METHOD_HEAD;
-			} else if (!is_tchar(ch)) {
+			} else if (!http_tchar(ch)) {
 				return fail_in_line(c, true, i, 400);
 			}
 		}
@@ -544,7 +543,7 @@ static enum http_parse_result parse_field_line(struct parse_ctx *c, size_t s,
 
 	if (++c->st->fields > c->lim->max_headers)
 		return fail(c, 431);
-	for (i = s; i < e && is_tchar((unsigned char)p[i]); i++)
+	for (i = s; i < e && http_tchar((unsigned char)p[i]); i++)
 		;
 	/* Empty name, no colon, or whitespace before it (RFC 9112 5.1).
 	 * This also refuses a line starting with whitespace: obs-fold, or

@@ -138,5 +138,7 @@ size_t http_empty_lines(const char *buf, size_t len);
 
 /* Case-insensitive comparison of s with the NUL-terminated lit. */
 bool http_str_eq_ci(struct http_str s, const char *lit);
+/* Whether c may be in a token (tchar, RFC 9110 section 5.6.2). */
+bool http_tchar(unsigned char c);
 
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http_parse.h"
 #include "mime.h"
 
 struct mime_entry {
@@ -167,6 +168,72 @@ static const char *token_end(const char *p)
 	return p;
 }
 
+static size_t token_len(const char *s, size_t i, size_t len)
+{
+	size_t k = i;
+
+	while (k < len && http_tchar((unsigned char)s[k]))
+		k++;
+	return k - i;
+}
+
+/* A quoted-string at s[i] (RFC 9110 5.6.4): its length, 0 if none. */
+static size_t quoted_len(const char *s, size_t i, size_t len)
+{
+	size_t k = i + 1;
+
+	if (i >= len || s[i] != '"')
+		return 0;
+	for (; k < len; k++) {
+		unsigned char c = (unsigned char)s[k];
+
+		if (c == '"')
+			return k + 1 - i;
+		if (c == '\\' && k + 1 < len)
+			c = (unsigned char)s[++k];
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return 0;
+	}
+	return 0;
+}
+
+static size_t skip_ows(const char *s, size_t i, size_t len)
+{
+	while (i < len && (s[i] == ' ' || s[i] == '\t'))
+		i++;
+	return i;
+}
+
+bool mime_type_valid(const char *s, size_t len, bool params)
+{
+	size_t i = token_len(s, 0, len), n;
+
+	if (!i || i >= len || s[i] != '/')
+		return false;
+	n = token_len(s, ++i, len);
+	if (!n)
+		return false;
+	for (i += n; i < len;) {
+		i = skip_ows(s, i, len);
+		if (!params || i >= len || s[i] != ';')
+			return false;
+		i = skip_ows(s, i + 1, len);
+		if (i >= len || s[i] == ';')
+			continue;
+		n = token_len(s, i, len);
+		if (!n || i + n >= len || s[i + n] != '=')
+			return false;
+		i += n + 1;
+		n = token_len(s, i, len);
+		if (!n)
+			n = quoted_len(s, i, len);
+		if (!n)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
 /*
  * One "type ext ext..." line. Blank lines, comments and types without
  * extensions add nothing; the type is pooled only when it has one.
@@ -178,7 +245,7 @@ static int parse_line(struct mime_table *t, const char *line)
 	size_t type_off = 0;
 
 	/* Not "major/minor": a comment, a blank line or junk. */
-	if (!memchr(type, '/', (size_t)(type_end - type)))
+	if (!mime_type_valid(type, (size_t)(type_end - type), false))
 		return 0;
 	for (p = skip_space(type_end); *p && *p != '#'; p = skip_space(end)) {
 		end = token_end(p);

@@ -3,6 +3,9 @@
 #ifndef ORCD_MIME_H
 #define ORCD_MIME_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 struct mime_table;
 
 /*
@@ -14,6 +17,13 @@ int mime_parse(char *text, struct mime_table **out);
 /* An empty table (every lookup gives the default). */
 struct mime_table *mime_empty(void);
 void mime_free(struct mime_table *t);
+
+/*
+ * Whether s is a media type as Content-Type carries it (RFC 9110 8.3.1):
+ * type "/" subtype, tokens both, then *( OWS ";" OWS [ token "="
+ * ( token / quoted-string ) ] ) when params (else nothing after it).
+ */
+bool mime_type_valid(const char *s, size_t len, bool params);
 
 /*
  * Media type for the extension of the last path segment of `path`,

@@ -364,6 +364,23 @@ static void test_string_values(void **state)
 	set_fails("default_type", "text/",
 		  "default_type \"text/\": expected a media type such as "
 		  "text/plain");
+	/* It goes into Content-Type as it is: RFC 9110's grammar, not
+	 * merely a slash. */
+	static const char *const not_types[] = {
+		"text/ html", "text/html, x", "te\"xt/html", "text/html; a",
+		"text/html; charset=", "text/html; =x", "text/html; a=\"b",
+		"text/html; a=b c", "text/a/b", "text/\xc3\xa9",
+	};
+	for (size_t i = 0; i < sizeof(not_types) / sizeof(*not_types); i++) {
+		struct orcd_config *nc = config_new();
+
+		assert_int_not_equal(config_set(nc, "default_type",
+						not_types[i], false, err,
+						sizeof(err)),
+				     0);
+		assert_non_null(strstr(err, "expected a media type"));
+		config_free(nc);
+	}
 	set_fails("default_type", "text/plain\r\nX-Evil: 1",
 		  "default_type \"text/plain\\x0d\\x0aX-Evil: 1\": control "
 		  "character in value");
@@ -385,6 +402,15 @@ static void test_string_values(void **state)
 				    sizeof(err)),
 			 0);
 	assert_string_equal(c->default_type, "text/plain; charset=utf-8");
+	/* Parameters: token or quoted values, OWS around ';', empty ones. */
+	static const char *const types[] = {
+		"application/vnd.a+json", "text/plain;charset=utf-8", "text/plain;",
+		"text/plain ; a=\"b; c\\\"d\" ;; e=f",
+	};
+	for (size_t i = 0; i < sizeof(types) / sizeof(*types); i++)
+		assert_int_equal(config_set(c, "default_type", types[i], true,
+					    err, sizeof(err)),
+				 0);
 	config_free(c);
 }
 

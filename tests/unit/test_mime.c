@@ -71,6 +71,26 @@ static void test_lookup(void **state)
 	mime_free(t);
 }
 
+/* A type that is not type/subtype tokens would go into Content-Type as it
+ * is: its line is junk and adds nothing. */
+static void test_junk_types_skipped(void **state)
+{
+	char text[] = "te\"xt/html j1\n"
+		      "text/\xc3\xa9 j2\n"
+		      "text/html;charset=x j3\n"
+		      "text/a/b j4\n"
+		      "text/x-ok ok\n";
+	static const char *const junk[] = { "a.j1", "a.j2", "a.j3", "a.j4" };
+	struct mime_table *t;
+
+	(void)state;
+	assert_int_equal(mime_parse(text, &t), 0);
+	for (size_t i = 0; i < sizeof(junk) / sizeof(*junk); i++)
+		assert_string_equal(mime_lookup(t, junk[i], DEF), DEF);
+	assert_string_equal(mime_lookup(t, "a.ok", DEF), "text/x-ok");
+	mime_free(t);
+}
+
 static void test_case_insensitive(void **state)
 {
 	struct mime_table *t = load_small();
@@ -228,6 +248,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lookup),
+		cmocka_unit_test(test_junk_types_skipped),
 		cmocka_unit_test(test_case_insensitive),
 		cmocka_unit_test(test_first_definition_wins),
 		cmocka_unit_test(test_no_extension),
