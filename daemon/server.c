@@ -753,6 +753,22 @@ static void warn_unrotatable_log(const struct orcd_config *c)
 		c->access_log, dir, strerror(-e));
 }
 
+/* A reload re-reads the configuration file and mime_types as the user
+ * orcd runs as now (start-up read them as root): where that user may not
+ * read one, every SIGHUP would fail. Say so at start-up. */
+static void warn_unreloadable(const struct orcd_config *c)
+{
+	const char *files[] = { c->source, c->mime_types };
+
+	if (!c->user && !c->group)
+		return;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (files[i] && access(files[i], R_OK))
+			log_msg(LOG_WARNING,
+				"%s: the user orcd runs as cannot read it (%s): every reload (SIGHUP) will fail; make it readable by that user, or restart to apply a change",
+				files[i], strerror(errno));
+}
+
 static bool same_listeners(const struct orcd_config *a,
 			   const struct orcd_config *b)
 {
@@ -1385,6 +1401,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		goto out;
 	}
 	warn_unrotatable_log(cfg);
+	warn_unreloadable(cfg);
 	if (engine_select(cfg, &s.engine, why, sizeof(why))) {
 		log_msg(LOG_ERR, "%s", why);
 		goto out;

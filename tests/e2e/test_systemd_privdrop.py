@@ -228,6 +228,36 @@ def access_log_only_root_may_write():
 
 
 @orcdtest.case
+def files_a_reload_reads_that_the_user_cannot():
+    # A reload re-reads the config file and mime_types as the user orcd
+    # runs as: one only root may read fails every SIGHUP. Start-up says so
+    # for each, and a reload then keeps the running configuration.
+    uid, gid = need_root()
+    srv = dropped_server(uid, gid)
+    try:
+        mime = os.path.join(srv.tmp, "mime.types")
+        with open(mime, "w") as f:
+            f.write("text/plain txt\n")
+        srv.write_conf("user nobody;\ngroup nogroup;\nmime_types %s;\n"
+                       % mime)
+        for path in (srv.conf_path, mime):
+            os.chmod(path, 0o600)
+        srv.start()
+        for path in (srv.conf_path, mime):
+            check(re.search(r"%s: the user orcd runs as cannot read it "
+                            r"\(Permission denied\): every reload"
+                            % re.escape(path), srv.stderr_text()),
+                  srv.stderr_text())
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: "reload failed" in srv.stderr_text(), 10,
+                   "the reload to fail")
+        eq(srv.get("/hello.txt").body, HELLO, "served on")
+        srv.stop()
+    finally:
+        srv.cleanup()
+
+
+@orcdtest.case
 def access_log_in_the_users_directory_rotates():
     # The way to rotate under `user`: the log's directory is the user's.
     # No warning, and the reopen creates the new file as the user.
@@ -240,8 +270,8 @@ def access_log_in_the_users_directory_rotates():
         wait_until(lambda: os.path.exists(srv.access_log) and
                    b"before-rotate" in open(srv.access_log, "rb").read(), 5,
                    "the request's line in the access log")
-        check("cannot create files" not in srv.stderr_text(),
-              srv.stderr_text())
+        check("cannot create files" not in srv.stderr_text() and
+              "cannot read it" not in srv.stderr_text(), srv.stderr_text())
         os.rename(srv.access_log, srv.access_log + ".1")
         srv.signal(signal.SIGUSR1)
         # The reopen makes the new file; a line buffered before it would
