@@ -54,17 +54,7 @@ static void set_err(char *err, size_t cap, const char *fmt, ...)
 	va_end(ap);
 }
 
-/*
- * A value as it may appear inside a one-line message: at most SHOW_MAX
- * bytes (long enough for the paths people use, so a message still says
- * which file), with quotes, backslashes and non-printable bytes escaped.
- */
-#define SHOW_MAX 200
-struct shown {
-	char s[4 * SHOW_MAX + 4];
-};
-
-static struct shown show(const char *v)
+struct shown config_show(const char *v)
 {
 	struct shown r;
 	size_t o = 0, i;
@@ -598,7 +588,7 @@ static void fmt_str(const struct orcd_config *c, const struct directive *d,
 {
 	const char *v = *STR_AT(c, d);
 
-	snprintf(buf, cap, "%s", v ? show(v).s : "(unset)");
+	snprintf(buf, cap, "%s", v ? config_show(v).s : "(unset)");
 }
 
 static void fmt_switch(const struct orcd_config *c, const struct directive *d,
@@ -633,7 +623,7 @@ static void fmt_listen(const struct orcd_config *c, const struct directive *d,
 
 /*
  * Keeping a value copies it whole: the text a warning shows is cut and
- * escaped (show()), and "(unset)" is no value a set function takes, so
+ * escaped (config_show()), and "(unset)" is no value a set function takes, so
  * formatting and setting again would not give back what runs. A value
  * without pointers is its bytes.
  */
@@ -654,7 +644,7 @@ static int keep_str(struct orcd_config *to, const struct orcd_config *from,
 
 /*
  * Compared whole, like keep: two strings that differ only past what
- * show() keeps format alike, yet a reload cannot apply the change.
+ * config_show() keeps format alike, yet a reload cannot apply the change.
  */
 static bool same_plain(const struct orcd_config *a, const struct orcd_config *b,
 		       const struct directive *d)
@@ -765,14 +755,14 @@ static int apply(struct orcd_config *c, const struct directive *d,
 		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
 			set_err(err, errcap,
 				"%s \"%s\": control character in value",
-				d->name, show(value).s);
+				d->name, config_show(value).s);
 			return -EINVAL;
 		}
 	}
 	why[0] = '\0';
 	ret = d->set(c, d, value, replace_listen, why, sizeof(why));
 	if (ret)
-		set_err(err, errcap, "%s \"%s\": %s", d->name, show(value).s,
+		set_err(err, errcap, "%s \"%s\": %s", d->name, config_show(value).s,
 			why);
 	return ret;
 }
@@ -786,7 +776,7 @@ int config_set(struct orcd_config *c, const char *directive, const char *value,
 
 	if (!d) {
 		set_err(err, errcap, "unknown directive \"%s\"",
-			show(directive).s);
+			config_show(directive).s);
 		return -EINVAL;
 	}
 	ret = apply(c, d, value, replace_listen, err, errcap);
@@ -806,7 +796,7 @@ const char *config_where(const struct orcd_config *c, const char *directive,
 	if (!line || !c->source)
 		buf[0] = '\0';
 	else
-		snprintf(buf, cap, "%s:%u: ", c->source, line);
+		snprintf(buf, cap, "%s:%u: ", config_show(c->source).s, line);
 	return buf;
 }
 
@@ -823,7 +813,7 @@ int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
 		if (!pw) {
 			set_err(err, errcap, "%suser %s: no such user",
 				config_where(c, "user", at, sizeof(at)),
-				show(c->user).s);
+				config_show(c->user).s);
 			return -ENOENT;
 		}
 		*uid = pw->pw_uid;
@@ -835,7 +825,7 @@ int config_identity(const struct orcd_config *c, uid_t *uid, gid_t *gid,
 		if (!gr) {
 			set_err(err, errcap, "%sgroup %s: no such group",
 				config_where(c, "group", at, sizeof(at)),
-				show(c->group).s);
+				config_show(c->group).s);
 			return -ENOENT;
 		}
 		*gid = gr->gr_gid;
@@ -944,7 +934,7 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 			set_err(err, errcap,
 				"%sroot %s: the %s orcd runs as cannot open it: %s",
 				config_where(c, who, at, sizeof(at)),
-				show(c->root).s, who, strerror(-ret));
+				config_show(c->root).s, who, strerror(-ret));
 		else if (ret)
 			set_err(err, errcap,
 				"%sopening the root as the %s orcd runs as: %s: %s",
@@ -971,7 +961,7 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 	if (ret)
 		set_err(err, errcap, "%saccess_log %s: %s",
 			config_where(c, "access_log", at, sizeof(at)),
-			show(c->access_log).s, access_log_strerror(ret));
+			config_show(c->access_log).s, access_log_strerror(ret));
 	return ret;
 }
 
@@ -1014,7 +1004,7 @@ unsigned config_unapplied(const struct orcd_config *was,
 			continue;
 		if (d->running->same(was, now, d))
 			continue;
-		/* Formatted for the message only: show() cuts long ones. */
+		/* Formatted for the message only: config_show() cuts long ones. */
 		d->running->fmt(was, d, a, sizeof(a));
 		d->running->fmt(now, d, b, sizeof(b));
 		fn(ctx, d->name, a, b);
@@ -1309,7 +1299,7 @@ int config_finalize(struct orcd_config *c, char *err, size_t errcap)
 	if (fd < 0) {
 		ret = -errno;
 		set_err(err, errcap, "%sroot \"%s\": %s",
-			config_where(c, "root", at, sizeof(at)), show(c->root).s,
+			config_where(c, "root", at, sizeof(at)), config_show(c->root).s,
 			ret == -ENOTDIR ? "not a directory" : strerror(-ret));
 		return ret;
 	}
@@ -1327,7 +1317,7 @@ int config_finalize(struct orcd_config *c, char *err, size_t errcap)
 			snprintf(nul_at, sizeof(nul_at), "line %u: ", line);
 		set_err(err, errcap, "%smime_types \"%s\": %s%s",
 			config_where(c, "mime_types", at, sizeof(at)),
-			show(c->mime_types).s, nul_at, why);
+			config_show(c->mime_types).s, nul_at, why);
 		close(fd);
 		return ret;
 	}
@@ -1507,7 +1497,7 @@ static int read_statement(struct lexer *lx, struct statement *st)
 			return 0;
 		set_err(lx->err, lx->errcap,
 			"%s:%u: \"%s\": missing ';' at the end of the file",
-			lx->file, st->last_line, show(st->tok[0].s).s);
+			lx->file, st->last_line, config_show(st->tok[0].s).s);
 		return -EINVAL;
 	}
 }
@@ -1522,7 +1512,7 @@ static int run_statement(struct lexer *lx, struct orcd_config *c,
 
 	if (!d) {
 		set_err(lx->err, lx->errcap, "%s:%u: unknown directive \"%s\"",
-			lx->file, st->tok[0].line, show(st->tok[0].s).s);
+			lx->file, st->tok[0].line, config_show(st->tok[0].s).s);
 		return -EINVAL;
 	}
 	if (st->n != 2) {
@@ -1585,18 +1575,21 @@ int config_load_file(struct orcd_config *c, const char *path, char *err,
 	unsigned line;
 	int ret;
 
+	/* Messages name the file escaped: each is one line. */
+	struct shown file = config_show(path);
+
 	ret = read_text(path, &text, &len, why, sizeof(why), &line);
 	if (ret && line) {
-		set_err(err, errcap, "%s:%u: %s", path, line, why);
+		set_err(err, errcap, "%s:%u: %s", file.s, line, why);
 		return ret;
 	}
 	if (ret) {
-		set_err(err, errcap, "%s: %s", path, why);
+		set_err(err, errcap, "%s: %s", file.s, why);
 		return ret;
 	}
 	ret = replace_str(&c->source, path, err, errcap);
 	if (!ret)
-		ret = parse_text(c, path, text, len, err, errcap);
+		ret = parse_text(c, file.s, text, len, err, errcap);
 	free(text);
 	return ret;
 }

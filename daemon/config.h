@@ -168,6 +168,17 @@ int config_set(struct orcd_config *c, const char *directive,
  */
 int config_finalize(struct orcd_config *c, char *err, size_t errcap);
 
+/*
+ * A value as it may appear inside a one-line message: at most SHOW_MAX
+ * bytes (long enough for the paths people use, so a message still says
+ * which file), with quotes, backslashes and non-printable bytes escaped.
+ */
+#define SHOW_MAX 200
+struct shown {
+	char s[4 * SHOW_MAX + 4];
+};
+struct shown config_show(const char *v);
+
 /* "FILE:LINE: " where the file set `directive`, else "": the prefix of a
  * message about its value found after the file was read. */
 const char *config_where(const struct orcd_config *c, const char *directive,

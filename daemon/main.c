@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "orcd: warning: %s\n", line);
 		}
 		printf("orcd: configuration %s is valid\n",
-		       cfg->source ? cfg->source : "(defaults)");
+		       cfg->source ? config_show(cfg->source).s : "(defaults)");
 		config_free(cfg);
 		return 0;
 	}

@@ -750,7 +750,7 @@ static void warn_unrotatable_log(const struct orcd_config *c)
 		return;
 	log_msg(LOG_WARNING,
 		"access_log %s: the user orcd runs as cannot create files in %s (%s): a reopen for rotation (SIGUSR1) will fail and lines stay in the renamed file; give the directory to the user, or rotate with copytruncate",
-		c->access_log, dir, strerror(-e));
+		config_show(c->access_log).s, config_show(dir).s, strerror(-e));
 }
 
 /* A reload re-reads the configuration file and mime_types as the user
@@ -766,7 +766,7 @@ static void warn_unreloadable(const struct orcd_config *c)
 		if (files[i] && access(files[i], R_OK))
 			log_msg(LOG_WARNING,
 				"%s: the user orcd runs as cannot read it (%s): every reload (SIGHUP) will fail; make it readable by that user, or restart to apply a change",
-				files[i], strerror(errno));
+				config_show(files[i]).s, strerror(errno));
 }
 
 static bool same_listeners(const struct orcd_config *a,
@@ -1093,7 +1093,8 @@ static void reopen_access_log(struct orcd_server *s)
 	if (e)
 		log_msg(LOG_ERR,
 			"reopening the access log %s failed: %s; lines go on to the file it had open",
-			s->cfg->access_log, access_log_strerror(e));
+			config_show(s->cfg->access_log).s,
+			access_log_strerror(e));
 }
 
 /* Wakes the workers whose configuration went stale (cfg_stale), once a
@@ -1146,7 +1147,8 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 			ready = true;
 			log_msg(LOG_NOTICE,
 				"serving %s with %u worker(s), engine %s",
-				s->cfg->root, s->n_workers, s->engine->name);
+				config_show(s->cfg->root).s, s->n_workers,
+				s->engine->name);
 			sd_notify(0, "READY=1");
 			notify_status(s);
 		}
@@ -1392,7 +1394,8 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 			log_msg(LOG_ERR, "%saccess_log %s: %s",
 				config_where(cfg, "access_log", why,
 					     sizeof(why)),
-				cfg->access_log, access_log_strerror(e));
+				config_show(cfg->access_log).s,
+				access_log_strerror(e));
 			goto out;
 		}
 	}
@@ -1407,7 +1410,8 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		goto out;
 	}
 	if (cfg->source)
-		log_msg(LOG_INFO, "using configuration %s", cfg->source);
+		log_msg(LOG_INFO, "using configuration %s",
+			config_show(cfg->source).s);
 	else
 		log_msg(LOG_INFO, "using the built-in defaults: no -c and no %s",
 			ORCD_DEFAULT_CONF);

@@ -895,6 +895,22 @@ static void test_file_errors(void **state)
 	assert_int_equal(config_load_file(c, "/dev/zero", err, sizeof(err)),
 			 -EINVAL);
 	assert_string_equal(err, "/dev/zero: not a regular file");
+
+	/* The file's name is escaped: a message stays one line. */
+	snprintf(path, sizeof(path), "%s/a\norcd: b.conf", tmpdir);
+	assert_int_equal(config_load_file(c, path, err, sizeof(err)), -ENOENT);
+	snprintf(want, sizeof(want),
+		 "%s/a\\x0aorcd: b.conf: No such file or directory", tmpdir);
+	assert_string_equal(err, want);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/c.conf");
+	write_file(path, "root /;\nworkers 1;\n", 19);
+	assert_int_not_equal(config_load_file(c, path, err, sizeof(err)), 0);
+	assert_null(strchr(err, '\n'));
+	assert_non_null(strstr(err, "a\\x0aorcd: b.conf/c.conf:2: "));
+	unlink(path);
+	*strrchr(path, '/') = '\0';
+	rmdir(path);
 	config_free(c);
 
 	/* A NUL byte, with its line. */
