@@ -661,15 +661,15 @@ static bool same_str(const struct orcd_config *a, const struct orcd_config *b,
 	return x == y || (x && y && !strcmp(x, y));
 }
 
-/* As written, like fmt_listen (bytes past the text's NUL, or padding,
- * are no part of the value). */
+/* The same address and port, however written (127.0.0.1:9180 and
+ * 127.0.0.1:09180 bind the same socket). */
 static bool same_listen(const struct orcd_config *a,
 			const struct orcd_config *b, const struct directive *d)
 {
 	const struct orcd_listen *x = (const void *)((const char *)a + d->off);
 	const struct orcd_listen *y = (const void *)((const char *)b + d->off);
 
-	return !strcmp(x->text, y->text);
+	return same_addr(x, y, false);
 }
 
 static const struct running run_uint = {fmt_uint, keep_plain, same_plain,

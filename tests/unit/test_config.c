@@ -1625,6 +1625,29 @@ static void test_second_reload_compares_with_what_runs(void **state)
 	config_free(file);
 }
 
+/* The same address written another way is the same socket: no "needs a
+ * restart"; another address is. */
+static void test_metrics_listen_compared_as_an_address(void **state)
+{
+	struct orcd_config *run = with("metrics_listen", "127.0.0.1:9180", NULL);
+	struct orcd_config *same = with("metrics_listen", "127.0.0.1:09180",
+					NULL);
+	struct orcd_config *other = with("metrics_listen", "127.0.0.2:9180",
+					 NULL);
+	struct seen s = {0};
+
+	(void)state;
+	assert_int_equal(config_unapplied(run, same, false, note_change, &s),
+			 0);
+	assert_int_equal(config_unapplied(run, other, false, note_change, &s),
+			 1);
+	assert_string_equal(s.text[0],
+			    "metrics_listen 127.0.0.1:9180 127.0.0.2:9180");
+	config_free(run);
+	config_free(same);
+	config_free(other);
+}
+
 static char *read_source_file(const char *rel)
 {
 	const char *src = getenv("ORCD_SOURCE_DIR");
@@ -1775,6 +1798,7 @@ int main(void)
 		cmocka_unit_test(test_unapplied_long_strings),
 		cmocka_unit_test(test_keep_running),
 		cmocka_unit_test(test_second_reload_compares_with_what_runs),
+		cmocka_unit_test(test_metrics_listen_compared_as_an_address),
 		cmocka_unit_test(test_shipped_config),
 		cmocka_unit_test(test_reference_documents_every_directive),
 	};
