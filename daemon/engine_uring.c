@@ -246,6 +246,7 @@ static void accept_arm(struct uacceptor *a)
 	a->armed = true;
 	a->cancel_sent = false;
 	uw->acc_armed++;
+	a->lis->acc_armed++;
 }
 
 /* Room for one more accept: below the connection budget, nobody waiting
@@ -262,13 +263,15 @@ static bool accept_room(struct uring_worker *uw)
 	       uw->n_conns + uw->acc_armed < b.cap;
 }
 
+/* A poll on each listener that has no accept armed, unless its client
+ * is known to wait (polled again, it would fire at once, every turn). */
 static void listen_poll_arm(struct uring_worker *uw)
 {
 	for (unsigned i = 0; i < uw->w->n_listen; i++) {
 		struct ulisten *l = &uw->lpoll[i];
 		struct io_uring_sqe *sqe;
 
-		if (l->armed)
+		if (l->armed || l->acc_armed || l->waiting)
 			continue;
 		sqe = uring_sqe(uw, 1);
 		if (!sqe)
@@ -286,34 +289,109 @@ static void listen_poll_done(struct ulisten *l, struct uring_worker *uw,
 {
 	l->armed = false;
 	uw->lpoll_armed--;
-	if (res > 0 && (res & POLLIN) && !uw->acc_armed)
-		uw->client_waiting = true;
+	if (res > 0 && (res & POLLIN) && !l->acc_armed && !l->waiting) {
+		l->waiting = true;
+		uw->n_waiting++;
+	}
+}
+
+/* Cancel the op in flight for obj (an acceptor, a listener poll): false
+ * when the SQ has no room. */
+static bool cancel_obj(struct uring_worker *uw, void *obj)
+{
+	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+
+	if (!sqe)
+		return false;
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)obj, 0);
+	io_uring_sqe_set_data64(sqe, 0);
+	return true;
+}
+
+/* An armed accept, not being cancelled, on the listener with the most of
+ * them: the one to take back for a client waiting elsewhere (a waiting
+ * listener has none armed). NULL when one is being cancelled already (one
+ * at a time) or none is armed. */
+static struct uacceptor *accept_to_take_back(struct uring_worker *uw)
+{
+	struct uacceptor *best = NULL;
+
+	for (unsigned i = 0; i < uw->n_acc; i++) {
+		struct uacceptor *a = &uw->acc[i];
+
+		if (!a->armed)
+			continue;
+		if (a->cancel_sent)
+			return NULL;
+		if (!best || a->lis->acc_armed > best->lis->acc_armed)
+			best = a;
+	}
+	return best;
 }
 
 /*
- * No accept can be armed. With none in flight a listener poll watches
- * for a client in the backlog; when one waits, the oldest idle
- * connections close to make room (DESIGN.md 3, Exhaustion), a batch at a
- * time: accepts are armed again once their closes have given the slots
- * back. (Shedding idle connections cannot help a response waiting for
- * a file slot: the files' reserve is held by chains, which keep their
- * slot for the whole body, however slowly the client reads it. Such a
- * wait ends at send_timeout with a 503: uchain_wait_expired.)
+ * No more accepts can be armed. A listener with none in flight has a
+ * poll that watches for a client in its backlog. When one waits there
+ * while accepts sit armed on other listeners (the room left held by
+ * them), one of those is cancelled: the place it gives back goes to the
+ * listener with the fewest (accept_refill). When one waits and no accept
+ * is armed at all, the oldest idle connections close to make room
+ * (DESIGN.md 3, Exhaustion), a batch at a time: accepts are armed again
+ * once their closes have given the slots back. (Shedding idle
+ * connections cannot help a response waiting for a file slot: the files'
+ * reserve is held by chains, which keep their slot for the whole body,
+ * however slowly the client reads it. Such a wait ends at send_timeout
+ * with a 503: uchain_wait_expired.)
  */
 static void make_room(struct uring_worker *uw)
 {
-	if (uw->acc_armed)
-		uw->client_waiting = false;
-	else if (!uw->client_waiting)
-		listen_poll_arm(uw);
+	listen_poll_arm(uw);
+	if (!uw->n_waiting)
+		return;
+	if (uw->acc_armed) {
+		struct uacceptor *a = accept_to_take_back(uw);
+
+		if (a)
+			a->cancel_sent = cancel_obj(uw, a);
+		return;
+	}
 	/* The last batch is done only when its closes have come back:
 	 * its recvs' cancels complete a turn before the slots do. */
-	if (uw->client_waiting && !uw->hw.n_shedding && !uw->n_closing &&
-	    uw->hw.n_idle) {
+	if (!uw->hw.n_shedding && !uw->n_closing && uw->hw.n_idle) {
 		uw->core->shed(&uw->hw);
 		/* Accepts paused: they go again when this batch is back. */
 		uw->shed_in_pause = uw->now_ms < uw->accept_paused_until;
 	}
+}
+
+/* Which of two listeners gets the next accept: one whose client waits,
+ * else the one with fewer armed. */
+static bool accept_first(const struct ulisten *x, const struct ulisten *y)
+{
+	if (x->waiting != y->waiting)
+		return x->waiting;
+	return x->acc_armed < y->acc_armed;
+}
+
+/* The next acceptor to arm (one is unarmed): with one listener the first
+ * unarmed; with several, one of the listener accept_first() puts first,
+ * so that where room is short each listener still has one (a client of
+ * a listener with none would wait for another's to be used). */
+static struct uacceptor *next_acceptor(struct uring_worker *uw)
+{
+	struct uacceptor *best = NULL;
+
+	for (unsigned i = 0; i < uw->n_acc; i++) {
+		struct uacceptor *a = &uw->acc[i];
+
+		if (a->armed)
+			continue;
+		if (uw->w->n_listen == 1)
+			return a;
+		if (!best || accept_first(a->lis, best->lis))
+			best = a;
+	}
+	return best;
 }
 
 /* Keep cfg->accepts accepts in flight while there is room and they are
@@ -331,17 +409,16 @@ static void accept_refill(struct uring_worker *uw)
 		uw->accept_paused_until = 0;
 	}
 	paused = uw->now_ms < uw->accept_paused_until;
-	for (unsigned i = 0; i < uw->n_acc; i++) {
-		struct uacceptor *a = &uw->acc[i];
+	while (uw->acc_armed < uw->n_acc && !paused && accept_room(uw)) {
+		struct uacceptor *a = next_acceptor(uw);
 
-		if (a->armed)
-			continue;
-		if (paused || !accept_room(uw))
-			break;
 		accept_arm(a);
 		if (!a->armed)
 			return;
-		uw->client_waiting = false;
+		if (a->lis->waiting) {
+			a->lis->waiting = false;
+			uw->n_waiting--;
+		}
 	}
 	if (uw->acc_armed < uw->n_acc)
 		make_room(uw);
@@ -355,6 +432,7 @@ static void accept_done(struct uacceptor *a, int res)
 	a->armed = false;
 	a->slot = -1;
 	uw->acc_armed--;
+	a->lis->acc_armed--;
 	if (a->fault && res >= 0)
 		res = a->fault;
 	if (res == uw->fl->ok_result(slot)) {
@@ -412,19 +490,6 @@ static void wake_arm(struct uring_worker *uw)
 	io_uring_prep_poll_add(sqe, uw->w->wake_fd, POLLIN);
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&uw->wake);
 	uw->wake.armed = true;
-}
-
-/* Cancel the op in flight for obj (an acceptor, a listener poll): false
- * when the SQ has no room. */
-static bool cancel_obj(struct uring_worker *uw, void *obj)
-{
-	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
-
-	if (!sqe)
-		return false;
-	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)obj, 0);
-	io_uring_sqe_set_data64(sqe, 0);
-	return true;
 }
 
 /* Stopping: cancel the accepts and listener polls still armed (again
@@ -1137,6 +1202,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 		memset(&uw->acc[i], 0, sizeof(uw->acc[i]));
 		uw->acc[i].kind = UOP_ACCEPT;
 		uw->acc[i].uw = uw;
+		uw->acc[i].lis = &uw->lpoll[i % w->n_listen];
 		uw->acc[i].lfd = w->listen_fds[i % w->n_listen];
 		uw->acc[i].slot = -1;
 	}

@@ -235,6 +235,7 @@ struct uacceptor {
 	bool armed;
 	bool cancel_sent;
 	struct uring_worker *uw;
+	struct ulisten *lis; /* its listener's poll, which counts its accepts */
 	int lfd;
 	int slot;
 	int fault; /* tests: a NOP stands in, and its CQE means this */
@@ -242,13 +243,16 @@ struct uacceptor {
 	struct sockaddr_storage addr;
 } __attribute__((aligned(URING_ALIGN)));
 
-/* With no room for another connection: a poll on a listener, so that a
- * client waiting in its backlog makes idle connections close for it. */
+/* With no accept armed on a listener (no room for another connection,
+ * or room only for those armed on the others): a poll on it, so that a
+ * client waiting in its backlog makes room for itself. */
 struct ulisten {
 	uint8_t kind; /* UOP_LISTEN */
 	bool armed;
 	bool cancel_sent;
 	int lfd;
+	unsigned acc_armed; /* accepts armed on this listener */
+	bool waiting; /* its poll fired: a client waits, no accept for it */
 } __attribute__((aligned(URING_ALIGN)));
 
 struct uticker {
@@ -311,7 +315,7 @@ struct uring_worker {
 	unsigned acc_armed;
 	struct ulisten lpoll[ORCD_MAX_LISTEN]; /* one per listener */
 	unsigned lpoll_armed;
-	bool client_waiting; /* a listener poll fired while no room */
+	unsigned n_waiting; /* listeners whose client waits (ulisten) */
 	/* Accepts failed for want of files or memory: none is armed before
 	 * this (CLOCK_MONOTONIC ms), and the failure is said once until an
 	 * accept works again (engine_uring.c, accept_done()). */

@@ -23,9 +23,10 @@ DEADLINE = 10.0
 BIG = 32 << 20  # more than loopback's socket buffers hold
 
 
-def served(srv, path="/hello.txt", what="a new client"):
-    """A keep-alive client that got its response: left open, idle."""
-    c = srv.conn(timeout=DEADLINE)
+def served(srv, path="/hello.txt", what="a new client", addr=None):
+    """A keep-alive client (of srv's address, or addr) that got its
+    response: left open, idle."""
+    c = orcdtest.Conn(addr or srv.addr, timeout=DEADLINE)
     try:
         c.send(build_request("GET", path))
         r = c.read_response()
@@ -384,6 +385,46 @@ def a_client_waiting_at_max_connections_costs_no_cpu():
                   "the waiting client, once a connection ended: %r" % r)
         finally:
             for c in partial:
+                c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
+def second_address(srv, conf):
+    """srv listening on a second address as well (127.0.0.1, a free
+    port), with conf; that address."""
+    if srv.forwarded:
+        raise orcdtest.Skip("orcd runs elsewhere: one forwarded port")
+    addr = ("127.0.0.1", orcdtest.free_port())
+    srv.write_conf("listen %s:%d;\n%s" % (addr[0], addr[1], conf))
+    return addr
+
+
+@orcdtest.case
+def each_listen_address_gets_room():
+    # With two listen addresses, the io_uring engines counted every armed
+    # accept against one room: below max_connections, accepts left armed
+    # on an idle address held the room, the busy address had none, and
+    # its new client waited for an idle connection's timeout (60 s here;
+    # no shedding either, as some accept was armed). Below the limit a
+    # client of either address is accepted; at it, an idle connection
+    # closes for it, whichever address each came to.
+    conf = "max_connections 3;\nidle_timeout 60s;\n"
+    with Server(conf=conf) as srv:
+        other = second_address(srv, conf)
+        srv.start()
+        conns = []
+        try:
+            for i in range(3):
+                conns.append(served(srv, what="client %d of the first "
+                                    "address" % i))
+            conns.append(served(srv, what="a client of the second "
+                                "address at max_connections", addr=other))
+            conns.append(served(srv, what="then one of the first again"))
+            check(conns[0].closed_now() and conns[1].closed_now(),
+                  "the two oldest idle connections made the room")
+        finally:
+            for c in conns:
                 c.close()
         srv.assert_fds_back()
         srv.stop()
