@@ -158,7 +158,7 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
 	       "Ring sends that moved nothing (-EAGAIN) and went again.",
 	       &t->send_again);
 	put(&o,
-	    "# HELP orcd_chain_outcomes_total Chains that did not run to the end, by cause.\n"
+	    "# HELP orcd_chain_outcomes_total io_uring responses that did not run to the end, by cause: open_failed and close_repaired are chains', the others any body's (a chain, kept bytes, sendfile).\n"
 	    "# TYPE orcd_chain_outcomes_total counter\n");
 	for (i = 0; i < 5; i++)
 		put(&o, "orcd_chain_outcomes_total{cause=\"%s\"} %llu\n",
