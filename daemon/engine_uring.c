@@ -264,14 +264,15 @@ static bool accept_room(struct uring_worker *uw)
 }
 
 /* A poll on each listener that has no accept armed, unless its client
- * is known to wait (polled again, it would fire at once, every turn). */
+ * is known to wait (polled again, it would fire at once, every turn),
+ * and on one an accept was taken back from (accept_done). */
 static void listen_poll_arm(struct uring_worker *uw)
 {
 	for (unsigned i = 0; i < uw->w->n_listen; i++) {
 		struct ulisten *l = &uw->lpoll[i];
 		struct io_uring_sqe *sqe;
 
-		if (l->armed || l->acc_armed || l->waiting)
+		if (l->armed || l->waiting || (l->acc_armed && !l->recheck))
 			continue;
 		sqe = uring_sqe(uw, 1);
 		if (!sqe)
@@ -281,17 +282,6 @@ static void listen_poll_arm(struct uring_worker *uw)
 		l->armed = true;
 		l->cancel_sent = false;
 		uw->lpoll_armed++;
-	}
-}
-
-static void listen_poll_done(struct ulisten *l, struct uring_worker *uw,
-			     int res)
-{
-	l->armed = false;
-	uw->lpoll_armed--;
-	if (res > 0 && (res & POLLIN) && !l->acc_armed && !l->waiting) {
-		l->waiting = true;
-		uw->n_waiting++;
 	}
 }
 
@@ -308,10 +298,39 @@ static bool cancel_obj(struct uring_worker *uw, void *obj)
 	return true;
 }
 
-/* An armed accept, not being cancelled, on the listener with the most of
- * them: the one to take back for a client waiting elsewhere (a waiting
- * listener has none armed). NULL when one is being cancelled already (one
- * at a time) or none is armed. */
+static void listen_poll_done(struct ulisten *l, struct uring_worker *uw,
+			     int res)
+{
+	bool recheck = l->recheck;
+
+	l->armed = false;
+	l->recheck = false;
+	uw->lpoll_armed--;
+	if (res <= 0 || !(res & POLLIN))
+		return;
+	if (!l->acc_armed && !l->waiting) {
+		l->waiting = true;
+		uw->n_waiting++;
+	} else if (recheck && !uw->hw.stopping) {
+		/* A client in the backlog though accepts are armed: the
+		 * one taken back may have had its wake-up (one accept is
+		 * woken per client), which no other gets. Take them all
+		 * back: with none left, its poll sees the client, and the
+		 * accept armed for it then looks at the backlog first. */
+		for (unsigned i = 0; i < uw->n_acc; i++) {
+			struct uacceptor *a = &uw->acc[i];
+
+			if (a->lis == l && a->armed && !a->cancel_sent)
+				a->cancel_sent = cancel_obj(uw, a);
+		}
+	}
+}
+
+/* An armed accept, not being cancelled, on the listener with the fewest
+ * of them: the one to take back for a client waiting elsewhere (a waiting
+ * listener has none armed). The fewest, so that its listener is most
+ * likely left with none, and polled. NULL when one is being cancelled
+ * already (one at a time) or none is armed. */
 static struct uacceptor *accept_to_take_back(struct uring_worker *uw)
 {
 	struct uacceptor *best = NULL;
@@ -323,7 +342,7 @@ static struct uacceptor *accept_to_take_back(struct uring_worker *uw)
 			continue;
 		if (a->cancel_sent)
 			return NULL;
-		if (!best || a->lis->acc_armed > best->lis->acc_armed)
+		if (!best || a->lis->acc_armed < best->lis->acc_armed)
 			best = a;
 	}
 	return best;
@@ -349,7 +368,12 @@ static void make_room(struct uring_worker *uw)
 	if (!uw->n_waiting)
 		return;
 	if (uw->acc_armed) {
-		struct uacceptor *a = accept_to_take_back(uw);
+		/* Not while accepts are paused or a response waits for a
+		 * slot: nothing would be armed in its place. */
+		struct uacceptor *a = uw->now_ms < uw->accept_paused_until ||
+					      uw->slots.wait_head ?
+					      NULL :
+					      accept_to_take_back(uw);
 
 		if (a)
 			a->cancel_sent = cancel_obj(uw, a);
@@ -433,6 +457,12 @@ static void accept_done(struct uacceptor *a, int res)
 	a->slot = -1;
 	uw->acc_armed--;
 	a->lis->acc_armed--;
+	/* Taken back for another listener's client (make_room) while its
+	 * own keeps others armed: make sure no client of its own was left
+	 * behind (listen_poll_done). */
+	if (res == -ECANCELED && a->cancel_sent && !uw->hw.stopping &&
+	    a->lis->acc_armed)
+		a->lis->recheck = true;
 	if (a->fault && res >= 0)
 		res = a->fault;
 	if (res == uw->fl->ok_result(slot)) {

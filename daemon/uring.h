@@ -253,6 +253,7 @@ struct ulisten {
 	int lfd;
 	unsigned acc_armed; /* accepts armed on this listener */
 	bool waiting; /* its poll fired: a client waits, no accept for it */
+	bool recheck; /* an accept taken back from it: look at its backlog */
 } __attribute__((aligned(URING_ALIGN)));
 
 struct uticker {

@@ -423,6 +423,12 @@ def each_listen_address_gets_room():
             conns.append(served(srv, what="then one of the first again"))
             check(conns[0].closed_now() and conns[1].closed_now(),
                   "the two oldest idle connections made the room")
+            # Clients of both, in runs and alternating: accepts taken
+            # back from one address for the other, and given back.
+            for i, which in enumerate("BBBAABABBAAABBBBAAAB"):
+                conns.append(served(srv, what="mixed client %d (%s)"
+                                    % (i, which),
+                                    addr=other if which == "B" else None))
         finally:
             for c in conns:
                 c.close()
