@@ -353,7 +353,7 @@ static struct uacceptor *accept_to_take_back(struct uring_worker *uw)
  * poll that watches for a client in its backlog. When one waits there
  * while accepts sit armed on other listeners (the room left held by
  * them), one of those is cancelled: the place it gives back goes to the
- * listener with the fewest (accept_refill). When one waits and no accept
+ * waiting listener (accept_refill, accept_first). When one waits and no accept
  * is armed at all, the oldest idle connections close to make room
  * (DESIGN.md 3, Exhaustion), a batch at a time: accepts are armed again
  * once their closes have given the slots back. (Shedding idle
