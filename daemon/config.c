@@ -623,9 +623,9 @@ static void fmt_listen(const struct orcd_config *c, const struct directive *d,
 
 /*
  * Keeping a value copies it whole: the text a warning shows is cut and
- * escaped (config_show()), and "(unset)" is no value a set function takes, so
- * formatting and setting again would not give back what runs. A value
- * without pointers is its bytes.
+ * escaped (config_show()), and "(unset)" is no value a set function
+ * takes, so formatting and setting again would not give back what runs.
+ * A value without pointers is its bytes.
  */
 static int keep_plain(struct orcd_config *to, const struct orcd_config *from,
 		      const struct directive *d)
@@ -762,8 +762,8 @@ static int apply(struct orcd_config *c, const struct directive *d,
 	why[0] = '\0';
 	ret = d->set(c, d, value, replace_listen, why, sizeof(why));
 	if (ret)
-		set_err(err, errcap, "%s \"%s\": %s", d->name, config_show(value).s,
-			why);
+		set_err(err, errcap, "%s \"%s\": %s", d->name,
+			config_show(value).s, why);
 	return ret;
 }
 
@@ -1004,7 +1004,8 @@ unsigned config_unapplied(const struct orcd_config *was,
 			continue;
 		if (d->running->same(was, now, d))
 			continue;
-		/* Formatted for the message only: config_show() cuts long ones. */
+		/* Formatted for the message only: config_show() cuts long
+		 * ones. */
 		d->running->fmt(was, d, a, sizeof(a));
 		d->running->fmt(now, d, b, sizeof(b));
 		fn(ctx, d->name, a, b);
@@ -1299,7 +1300,8 @@ int config_finalize(struct orcd_config *c, char *err, size_t errcap)
 	if (fd < 0) {
 		ret = -errno;
 		set_err(err, errcap, "%sroot \"%s\": %s",
-			config_where(c, "root", at, sizeof(at)), config_show(c->root).s,
+			config_where(c, "root", at, sizeof(at)),
+			config_show(c->root).s,
 			ret == -ENOTDIR ? "not a directory" : strerror(-ret));
 		return ret;
 	}

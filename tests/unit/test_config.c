@@ -404,7 +404,9 @@ static void test_string_values(void **state)
 	assert_string_equal(c->default_type, "text/plain; charset=utf-8");
 	/* Parameters: token or quoted values, OWS around ';', empty ones. */
 	static const char *const types[] = {
-		"application/vnd.a+json", "text/plain;charset=utf-8", "text/plain;",
+		"application/vnd.a+json",
+		"text/plain;charset=utf-8",
+		"text/plain;",
 		"text/plain ; a=\"b; c\\\"d\" ;; e=f",
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(*types); i++)
@@ -1629,7 +1631,8 @@ static void test_second_reload_compares_with_what_runs(void **state)
  * restart"; another address is. */
 static void test_metrics_listen_compared_as_an_address(void **state)
 {
-	struct orcd_config *run = with("metrics_listen", "127.0.0.1:9180", NULL);
+	struct orcd_config *run = with("metrics_listen", "127.0.0.1:9180",
+				       NULL);
 	struct orcd_config *same = with("metrics_listen", "127.0.0.1:09180",
 					NULL);
 	struct orcd_config *other = with("metrics_listen", "127.0.0.2:9180",
