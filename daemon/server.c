@@ -275,6 +275,7 @@ static void *worker_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	if (w->srv->pin_workers)
 		pin_worker(w);
+	test_pause("ORCD_TEST_WORKER_PAUSE_MS");
 
 	access_log_buf_init(&w->log, w->srv->access_log);
 	w->result = w->srv->engine->run(w);
@@ -1035,6 +1036,26 @@ static bool all_turned(const struct orcd_server *s)
 	return true;
 }
 
+/* Start-up waits for every worker's first turn, and signals wait with
+ * it. Once, 5 s after `since`, name each worker that has not turned, so
+ * that a start-up which hangs says where. */
+static void warn_not_turned(const struct orcd_server *s, int64_t since,
+			    bool *warned)
+{
+	unsigned k;
+
+	if (*warned || mono_ms() - since < 5000)
+		return;
+	*warned = true;
+	for (k = 0; k < s->n_workers; k++)
+		if (!atomic_load_explicit(&s->workers[k].heartbeat,
+					  memory_order_relaxed) &&
+		    !atomic_load(&s->workers[k].done))
+			log_msg(LOG_WARNING,
+				"worker %u has not begun serving after 5 s; orcd is not ready yet, and signals wait until it is",
+				k);
+}
+
 /* What the metrics page shows: the counters summed now, at the path
  * the current config names. Main thread only. */
 static void metrics_snapshot(void *ctx, struct orcd_stats *out,
@@ -1128,8 +1149,8 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		     int sig_fd, int done_fd, struct metrics *m)
 {
 	struct watchdog wd;
-	bool ready = false;
-	int64_t stale_at = mono_ms();
+	bool ready = false, start_warned = false;
+	int64_t stale_at = mono_ms(), started = mono_ms();
 	int rc = 0;
 
 	watchdog_init(&wd, s->n_workers);
@@ -1151,6 +1172,8 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 				s->engine->name);
 			sd_notify(0, "READY=1");
 			notify_status(s);
+		} else if (!ready && !atomic_load(&s->stopping)) {
+			warn_not_turned(s, started, &start_warned);
 		}
 		timeout = ready ? poll_timeout_ms(&wd) : 10;
 		if (m) {

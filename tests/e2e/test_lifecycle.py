@@ -550,25 +550,60 @@ def signals_while_starting_wait_for_the_server():
         srv.stop()
 
 
+SERVED = "orcd: serving "
+
+
+def launch_held(srv, knob, ms):
+    """Run orcd with the test pause `knob` holding its start-up for ms
+    milliseconds, not waiting for it to serve."""
+    if srv.forwarded:
+        raise orcdtest.Skip("orcd runs elsewhere: signalled by the "
+                            "harness, not from a thread")
+    srv.env[knob] = str(ms)
+    srv.launch()
+
+
+def sigterm_stops_once_serving(srv):
+    """SIGTERM an orcd that does not serve yet; it must serve, then stop.
+    Returns its log."""
+    eq(srv.proc.poll(), None, "orcd running when it was signalled")
+    srv.proc.send_signal(signal.SIGTERM)
+    srv.finish(30)
+    err = srv.stderr_text()
+    check(SERVED in err and "stopping" in err and
+          err.index(SERVED) < err.index("stopping"),
+          "orcd served, then stopped:\n" + err)
+    return err
+
+
 @orcdtest.case
 def sigterm_while_starting_stops_once_serving():
     """orcd.8: a signal that arrives while orcd starts takes effect once it
     serves. A SIGTERM then stops a server that said "serving" (and sent
     READY=1 under systemd), not one that never did."""
     with Server() as srv:
-        if srv.forwarded:
-            raise orcdtest.Skip("orcd runs elsewhere: signalled by the "
-                                "harness, not from a thread")
-        srv.env["ORCD_TEST_START_PAUSE_MS"] = "1000"
-        srv.launch()
+        launch_held(srv, "ORCD_TEST_START_PAUSE_MS", 1000)
         time.sleep(0.5)
-        eq(srv.proc.poll(), None, "orcd running when it was signalled")
-        srv.proc.send_signal(signal.SIGTERM)
-        srv.finish(30)
+        sigterm_stops_once_serving(srv)
+
+
+@orcdtest.case
+def a_worker_slow_to_start_is_named():
+    """orcd serves, and takes signals, once every worker's loop has turned.
+    A start-up held by a worker must say which one after 5 s instead of
+    hanging silently; ORCD_TEST_WORKER_PAUSE_MS holds each worker before
+    its first turn."""
+    with Server() as srv:
+        launch_held(srv, "ORCD_TEST_WORKER_PAUSE_MS", 7000)
+        warning = "worker 0 has not begun serving after 5 s"
+        wait_until(lambda: warning in srv.stderr_text(), 10,
+                   "the warning naming the held worker")
         err = srv.stderr_text()
-        check("serving " in err and "stopping" in err and
-              err.index("serving ") < err.index("stopping"),
-              "orcd served, then stopped:\n" + err)
+        check(SERVED not in err, "warned only while not serving:\n" + err)
+        err = sigterm_stops_once_serving(srv)
+        check(err.count(warning) == 1 and
+              err.index(warning) < err.index(SERVED),
+              "warned once, before serving:\n" + err)
 
 
 @orcdtest.case
