@@ -130,13 +130,15 @@ static int parse_with_unit(const char *s, const struct unit *units,
 }
 
 /* 1500 -> "1500ms", 60000 -> "1m": ranges read as they are written. */
-static void fmt_duration(char *buf, size_t cap, unsigned long long ms)
+void config_fmt_duration(char *buf, size_t cap, unsigned long long ms)
 {
-	if (ms && ms % HOUR == 0)
+	if (!ms)
+		snprintf(buf, cap, "0");
+	else if (ms % HOUR == 0)
 		snprintf(buf, cap, "%lluh", ms / HOUR);
-	else if (ms && ms % MIN == 0)
+	else if (ms % MIN == 0)
 		snprintf(buf, cap, "%llum", ms / MIN);
-	else if (ms && ms % SEC == 0)
+	else if (ms % SEC == 0)
 		snprintf(buf, cap, "%llus", ms / SEC);
 	else
 		snprintf(buf, cap, "%llums", ms);
@@ -390,8 +392,8 @@ static int set_duration(struct orcd_config *c, const struct directive *d,
 		return -EINVAL;
 	}
 	if (ret || ms < d->min || ms > d->max) {
-		fmt_duration(lo, sizeof(lo), d->min);
-		fmt_duration(hi, sizeof(hi), d->max);
+		config_fmt_duration(lo, sizeof(lo), d->min);
+		config_fmt_duration(hi, sizeof(hi), d->max);
 		set_err(why, cap, "out of range (%s..%s)", lo, hi);
 		return -EINVAL;
 	}
@@ -710,6 +712,9 @@ static const struct directive directives[] = {
 	 RELOAD},
 	{"send_timeout", set_duration, FIELD(send_timeout_ms), 1, 24 * HOUR,
 	 RELOAD},
+	/* Read as a stop begins; retired workers keep their own value. */
+	{"worker_shutdown_timeout", set_duration, FIELD(shutdown_timeout_ms), 0,
+	 24 * HOUR, RELOAD},
 	{"max_request_line", set_size, FIELD(max_request_line), 64, 16 * MIB,
 	 RELOAD},
 	{"max_header_bytes", set_size, FIELD(max_header_bytes), 256, 16 * MIB,
@@ -1055,6 +1060,7 @@ struct orcd_config *config_new(void)
 	c->idle_timeout_ms = 60 * SEC;
 	c->header_timeout_ms = 10 * SEC;
 	c->send_timeout_ms = 60 * SEC;
+	c->shutdown_timeout_ms = 10 * SEC;
 	c->max_request_line = 8192;
 	c->max_header_bytes = 16384;
 	c->max_headers = 100;

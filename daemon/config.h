@@ -47,6 +47,7 @@ struct orcd_config {
 	unsigned idle_timeout_ms;	/* keep-alive idle, default 60000 */
 	unsigned header_timeout_ms;	/* whole head must arrive, default 10000 */
 	unsigned send_timeout_ms;	/* no send progress, default 60000 */
+	unsigned shutdown_timeout_ms;	/* a stop's drain, default 10000 */
 	unsigned max_request_line;	/* default 8192 */
 	unsigned max_header_bytes;	/* default 16384 */
 	unsigned max_headers;		/* default 100 */
@@ -178,6 +179,9 @@ struct shown {
 	char s[4 * SHOW_MAX + 4];
 };
 struct shown config_show(const char *v);
+
+/* ms as a duration is written in the file: "500ms", "10s", "5m", "1h". */
+void config_fmt_duration(char *buf, size_t cap, unsigned long long ms);
 
 /* "FILE:LINE: " where the file set `directive`, else "": the prefix of a
  * message about its value found after the file was read. */

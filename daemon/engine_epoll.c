@@ -59,8 +59,6 @@
  * before they go to the core anyway: each holds a request buffer, and
  * the core pools 64 of each kind. */
 #define RECEIVED_MAX   32
-/* How long a stopping worker waits for in-flight responses. */
-#define DRAIN_TIMEOUT  10.0
 
 /* The transport op in flight on a connection (at most one). */
 enum ep_op {
@@ -740,11 +738,14 @@ static void on_accept_retry(struct ev_loop *loop, ev_timer *t, int revents)
 static void on_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct ep_worker *ew = t->data;
+	char bound[24];
 
 	(void)revents;
+	config_fmt_duration(bound, sizeof(bound),
+			    ew->w->cfg->shutdown_timeout_ms);
 	log_msg(LOG_WARNING,
-		"worker %u: %u connections still busy after %.0fs; closing",
-		ew->w->id, ew->n_conns, DRAIN_TIMEOUT);
+		"worker %u: %u connections still busy after %s; closing",
+		ew->w->id, ew->n_conns, bound);
 	ew->hw.drain_expired = true;
 	/* With the bound passed, the core ends each connection at once. */
 	while (ew->conns) {
@@ -791,6 +792,9 @@ static void begin_stop(struct ep_worker *ew)
 		ev_break(ew->loop, EVBREAK_ONE);
 		return;
 	}
+	/* worker_shutdown_timeout bounds the drain. */
+	ev_timer_set(&ew->drain_timer,
+		     ew->w->cfg->shutdown_timeout_ms / 1000.0, 0.);
 	ev_timer_start(ew->loop, &ew->drain_timer);
 }
 
@@ -944,7 +948,7 @@ static int epoll_run(struct orcd_worker *w)
 	ev_io_start(ew.loop, &ew.wake_io);
 	ev_timer_init(&ew.accept_retry, on_accept_retry, ACCEPT_RETRY_S, 0.);
 	ew.accept_retry.data = &ew;
-	ev_timer_init(&ew.drain_timer, on_drain_timeout, DRAIN_TIMEOUT, 0.);
+	ev_timer_init(&ew.drain_timer, on_drain_timeout, 0., 0.);
 	ew.drain_timer.data = &ew;
 	ev_idle_init(&ew.received_w, on_received);
 	ev_set_priority(&ew.received_w, EV_MINPRI);

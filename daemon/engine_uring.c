@@ -27,8 +27,6 @@
 #include "server.h"
 #include "uring.h"
 
-/* How long a stopping worker lets in-flight responses finish. */
-#define DRAIN_MS   10000
 /* After the drain bound: how long cancelled work may take to unwind. */
 #define UNWIND_MS  3000
 /* At exit: how long cancelled ops may take to come back before their
@@ -540,15 +538,16 @@ static void cancel_accepts(struct uring_worker *uw)
 	}
 }
 
-/* The bound on a stop's drain. */
+/* The bound on a stop's drain (worker_shutdown_timeout). */
 static void drain_arm(struct uring_worker *uw)
 {
 	struct io_uring_sqe *sqe = uring_sqe(uw, 1);
+	unsigned ms = uw->w->cfg->shutdown_timeout_ms;
 
 	if (!sqe)
 		return;
-	uw->drain.ts.tv_sec = DRAIN_MS / 1000;
-	uw->drain.ts.tv_nsec = 0;
+	uw->drain.ts.tv_sec = ms / 1000;
+	uw->drain.ts.tv_nsec = (long)(ms % 1000) * 1000000;
 	io_uring_prep_timeout(sqe, &uw->drain.ts, 0, 0);
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&uw->drain);
 	uw->drain.armed = true;
@@ -587,10 +586,13 @@ static void stop_or_wake_retry(struct uring_worker *uw)
 static void drain_expired(struct uring_worker *uw)
 {
 	struct io_uring_sqe *sqe;
+	char bound[24];
 
+	config_fmt_duration(bound, sizeof(bound),
+			    uw->w->cfg->shutdown_timeout_ms);
 	log_msg(LOG_WARNING,
-		"worker %u: %u connections still busy after %ds; cancelling",
-		uw->w->id, uw->n_conns, DRAIN_MS / 1000);
+		"worker %u: %u connections still busy after %s; cancelling",
+		uw->w->id, uw->n_conns, bound);
 	uw->hw.drain_expired = true;
 	uw->hooks->kill_all(uw);
 	sqe = uring_sqe(uw, 1);

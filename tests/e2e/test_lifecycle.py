@@ -360,12 +360,11 @@ def sigterm_drains_slow_download():
         srv.finish()
 
 
-@orcdtest.case
-def sigterm_cuts_a_stalled_reader_at_the_drain_bound():
-    # orcd.8: a stop waits at most 10 s for responses in flight, then
-    # cuts them. A client that asked for three large bodies and reads
-    # nothing (send_timeout far off) holds the stop exactly that long.
-    with Server(conf="send_timeout 120s;\n") as srv:
+def stalled_reader_cut_at(conf, bound, said):
+    """A client that asked for three large bodies and reads nothing
+    (send_timeout far off) holds a stop for the drain's bound (seconds),
+    then is cut with a warning that says `said`."""
+    with Server(conf="send_timeout 120s;\n" + conf) as srv:
         srv.start()
         with srv.conn(rcvbuf=8192) as c:
             c.send(build_request("GET", "/big.bin") * 3)
@@ -373,16 +372,31 @@ def sigterm_cuts_a_stalled_reader_at_the_drain_bound():
             t0 = time.monotonic()
             srv.signal(signal.SIGTERM)
             try:
-                srv.proc.wait(10 + 10)
+                srv.proc.wait(bound + 10)
             except orcdtest.subprocess.TimeoutExpired:
                 pass
             took = time.monotonic() - t0
-        check(9 <= took <= 10 + 4, "orcd stopped %.1fs after SIGTERM "
-              "(the bound is 10 s)" % took)
-        check(re.search(r"connections still busy after 10s",
+        check(bound - 1 <= took <= bound + 4, "orcd stopped %.1fs after "
+              "SIGTERM (the bound is %g s)" % (took, bound))
+        check(re.search(r"connections still busy after %s;" % said,
                         srv.stderr_text()),
               "the cut not said: %r" % srv.stderr_text())
         srv.stop()
+
+
+@orcdtest.case
+def sigterm_cuts_a_stalled_reader_at_the_drain_bound():
+    # orcd.8: a stop waits at most worker_shutdown_timeout (10 s unless
+    # set) for responses in flight, then cuts them.
+    stalled_reader_cut_at("", 10, "10s")
+
+
+@orcdtest.case
+def worker_shutdown_timeout_sets_the_drain_bound():
+    # orcd.conf.5: worker_shutdown_timeout, as nginx's; 0 cuts at once.
+    stalled_reader_cut_at("worker_shutdown_timeout 2500ms;\n", 2.5,
+                          "2500ms")
+    stalled_reader_cut_at("worker_shutdown_timeout 0;\n", 0, "0")
 
 
 @orcdtest.case(engines=("epoll",))

@@ -326,16 +326,18 @@ def the_reload_is_logged_once_every_worker_serves_it():
 
 @orcdtest.case(engines=("direct",))
 def drain_cut_mid_download_closes_the_chains_file():
-    # A retired generation's drain is bounded (10 s). When it ran out
-    # just as a chunk of a chained download had gone out, the chain's
-    # file was never closed: its slot (on specific a real fd) was never
-    # given back, nor the chain counted as completed.
+    # A retired generation's drain is bounded by the
+    # worker_shutdown_timeout it served with (not the reload's). When it
+    # ran out just as a chunk of a chained download had gone out, the
+    # chain's file was never closed: its slot (on specific a real fd) was
+    # never given back, nor the chain counted as completed.
     import threading
-    with Server(conf="stat_cache 0;\n", metrics=True) as srv:
+    with Server(conf="stat_cache 0;\nworker_shutdown_timeout 2s;\n",
+                metrics=True) as srv:
         if srv.forwarded:
             raise orcdtest.Skip("the guest's forwarded ports are fixed")
         with open(srv.path("huge.bin"), "wb") as f:
-            f.truncate(1 << 40)  # sparse: more than 10 s of downloading
+            f.truncate(1 << 40)  # sparse: more than 2 s of downloading
         srv.start()
         done = threading.Event()
 
@@ -357,9 +359,9 @@ def drain_cut_mid_download_closes_the_chains_file():
             wait_until(lambda: srv.metrics().total(
                 "orcd_chains_in_flight") == 3, 10, "three downloads")
             srv.port = orcdtest.free_port()
-            reload(srv, "stat_cache 0;\n")
+            reload(srv, "stat_cache 0;\nworker_shutdown_timeout 1h;\n")
             srv.addr = ("127.0.0.1", srv.port)
-            wait_until(lambda: "still busy after 10s; cancelling" in
+            wait_until(lambda: "still busy after 2s; cancelling" in
                        srv.stderr_text(), 30, "the drain to run out")
             for t in readers:
                 t.join(30)

@@ -168,6 +168,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->idle_timeout_ms, 60000);
 	assert_int_equal(c->header_timeout_ms, 10000);
 	assert_int_equal(c->send_timeout_ms, 60000);
+	assert_int_equal(c->shutdown_timeout_ms, 10000);
 	assert_int_equal(c->max_request_line, 8192);
 	assert_int_equal(c->max_header_bytes, 16384);
 	assert_int_equal(c->max_headers, 100);
@@ -513,6 +514,17 @@ static void test_durations(void **state)
 		  "header_timeout \"25h\": out of range (1ms..24h)");
 	set_fails("send_timeout", "86400001ms",
 		  "send_timeout \"86400001ms\": out of range (1ms..24h)");
+	/* A stop's drain may be cut at once. */
+	static const char *const drain_in[] = { "0", "2500ms", "24h" };
+	static const unsigned drain_ms[] = { 0, 2500, 86400000 };
+
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(set_uint_value("worker_shutdown_timeout",
+						drain_in[i],
+						OFF(shutdown_timeout_ms)),
+				 drain_ms[i]);
+	set_fails("worker_shutdown_timeout", "25h",
+		  "worker_shutdown_timeout \"25h\": out of range (0..24h)");
 	set_fails("send_timeout", "99999999999999999999s",
 		  "send_timeout \"99999999999999999999s\": out of range "
 		  "(1ms..24h)");
@@ -1274,6 +1286,7 @@ static const char *const all_directives[] = {
 	"idle_timeout",
 	"header_timeout",
 	"send_timeout",
+	"worker_shutdown_timeout",
 	"max_request_line",
 	"max_header_bytes",
 	"max_headers",
