@@ -387,6 +387,10 @@ static int set_duration(struct orcd_config *c, const struct directive *d,
 		set_err(why, cap, "expected a duration such as 500ms, 30s, 5m");
 		return -EINVAL;
 	}
+	if (ret == -EDOM && strchr(v, '.')) {
+		set_err(why, cap, "a whole number only (1500ms, not 1.5s)");
+		return -EINVAL;
+	}
 	if (ret == -EDOM) {
 		set_err(why, cap, "unknown unit (use ms, s, m or h)");
 		return -EINVAL;
@@ -411,6 +415,10 @@ static int set_size(struct orcd_config *c, const struct directive *d,
 	(void)replace;
 	if (ret == -EINVAL) {
 		set_err(why, cap, "expected a size such as 8192, 16k, 1m");
+		return -EINVAL;
+	}
+	if (ret == -EDOM && strchr(v, '.')) {
+		set_err(why, cap, "a whole number only (1536k, not 1.5m)");
 		return -EINVAL;
 	}
 	if (ret == -EDOM) {
@@ -964,7 +972,7 @@ int config_check_start(const struct orcd_config *c, char *err, size_t errcap)
 		ret = config_access_log_dir(c, dir, sizeof(dir));
 	}
 	if (ret)
-		set_err(err, errcap, "%saccess_log %s: %s",
+		set_err(err, errcap, "%saccess_log \"%s\": %s",
 			config_where(c, "access_log", at, sizeof(at)),
 			config_show(c->access_log).s, access_log_strerror(ret));
 	return ret;

@@ -2,6 +2,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 
 static const struct orcd_engine *const auto_order[] = {
@@ -40,7 +41,10 @@ int engine_select(const struct orcd_config *cfg, const struct orcd_engine **out,
 			return 0;
 		}
 		if (cfg->engine != ORCD_ENGINE_AUTO) {
-			snprintf(why, cap, "engine %s unavailable: %s",
+			char at[PATH_MAX + 16];
+
+			snprintf(why, cap, "%sengine %s unavailable: %s",
+				 config_where(cfg, "engine", at, sizeof(at)),
 				 e->name, reason[i]);
 			return -ENOTSUP;
 		}

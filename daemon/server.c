@@ -754,6 +754,22 @@ static void warn_unrotatable_log(const struct orcd_config *c)
 		config_show(c->access_log).s, config_show(dir).s, strerror(-e));
 }
 
+/* ORCD_TEST_* and ORCD_URING_* change what orcd does for its own tests
+ * (pauses, injected faults, smaller rings): one left in a service's
+ * environment should not go unnoticed. */
+static void warn_test_hooks(void)
+{
+	extern char **environ;
+	char **e;
+
+	for (e = environ; *e; e++)
+		if (!strncmp(*e, "ORCD_TEST_", 10) ||
+		    !strncmp(*e, "ORCD_URING_", 11))
+			log_msg(LOG_WARNING,
+				"%.*s is set: a hook for orcd's tests, not for service (orcd(8), ENVIRONMENT)",
+				(int)strcspn(*e, "="), *e);
+}
+
 /* A reload re-reads the configuration file and mime_types as the user
  * orcd runs as now (start-up read them as root): where that user may not
  * read one, every SIGHUP would fail. Say so at start-up. */
@@ -1428,6 +1444,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	}
 	warn_unrotatable_log(cfg);
 	warn_unreloadable(cfg);
+	warn_test_hooks();
 	if (engine_select(cfg, &s.engine, why, sizeof(why))) {
 		log_msg(LOG_ERR, "%s", why);
 		goto out;

@@ -150,8 +150,8 @@ def check_config_bad_names_file_and_line():
 
 @orcdtest.case
 def check_config_refuses_the_engines_start_up_refuses():
-    # A named engine this kernel lacks fails start-up ("engine X
-    # unavailable"); --check-config, which ExecStartPre and ExecReload
+    # A named engine this kernel lacks fails start-up ("FILE:LINE: engine
+    # X unavailable"); --check-config, which ExecStartPre and ExecReload
     # run, must say the same. Each engine is checked and started on the
     # kernel orcd runs on (the guest's, in a guest run), and the two must
     # agree, with start-up's reason.
@@ -173,6 +173,11 @@ def check_config_refuses_the_engines_start_up_refuses():
                 check(refused.group(0) in err, "--check-config --engine "
                       "%s: %r lacks start-up's reason %r"
                       % (engine, err, refused.group(0)))
+                # Like every other error in the file, it names its line.
+                check(re.search(r"%s:\d+: engine %s unavailable"
+                                % (re.escape(srv.conf_path), engine), err),
+                      "--check-config, engine %s: %r names no file:line"
+                      % (engine, err))
             else:
                 eq(rc, 0, "--check-config --engine %s, which start-up "
                    "takes: exit status (stderr %r)" % (engine, err))
@@ -618,6 +623,19 @@ def a_worker_slow_to_start_is_named():
         check(err.count(warning) == 1 and
               err.index(warning) < err.index(SERVED),
               "warned once, before serving:\n" + err)
+
+
+@orcdtest.case
+def test_hooks_in_the_environment_are_named():
+    """orcd.8 ENVIRONMENT: ORCD_TEST_* and ORCD_URING_* change what orcd
+    does; one left in a service's environment is named at start-up."""
+    with Server() as srv:
+        srv.env["ORCD_TEST_REFRESH_PAUSE_MS"] = "1"
+        srv.start()
+        check("ORCD_TEST_REFRESH_PAUSE_MS is set: a hook for orcd's tests"
+              in srv.stderr_text(), "the hook not named:\n" +
+              srv.stderr_text())
+        srv.stop()
 
 
 @orcdtest.case

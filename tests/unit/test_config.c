@@ -538,7 +538,8 @@ static void test_durations(void **state)
 		  "idle_timeout \"s\": expected a duration such as 500ms, 30s, "
 		  "5m");
 	set_fails("idle_timeout", "1.5s",
-		  "idle_timeout \"1.5s\": unknown unit (use ms, s, m or h)");
+		  "idle_timeout \"1.5s\": a whole number only (1500ms, not "
+		  "1.5s)");
 }
 
 static void test_sizes(void **state)
@@ -570,6 +571,9 @@ static void test_sizes(void **state)
 		  "buffer_size \"4kb\": unknown unit (use k or m)");
 	set_fails("buffer_size", "1g",
 		  "buffer_size \"1g\": unknown unit (use k or m)");
+	set_fails("buffer_size", "1.5m",
+		  "buffer_size \"1.5m\": a whole number only (1536k, not "
+		  "1.5m)");
 	set_fails("buffer_size", "k",
 		  "buffer_size \"k\": expected a size such as 8192, 16k, 1m");
 	set_fails("max_request_line", "63",
