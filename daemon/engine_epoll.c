@@ -197,11 +197,13 @@ static void ep_linger(struct h1_conn *h, bool first, int64_t deadline_ms)
 }
 
 /* The recv in flight completes with -ECANCELED on the next turn of the
- * loop, never inside the caller. */
+ * loop, never inside the caller; a linger ends then as at its deadline. */
 static void ep_cancel(struct h1_conn *h)
 {
 	struct ep_conn *c = ep_of(h);
 
+	if (c->op == OP_LINGER)
+		watch(c, EV_READ, 0.);
 	if (c->op != OP_RECV)
 		return;
 	ev_io_stop(c->ew->loop, &c->io);

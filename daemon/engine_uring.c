@@ -379,7 +379,8 @@ static void make_room(struct uring_worker *uw)
 	}
 	/* The last batch is done only when its closes have come back:
 	 * its recvs' cancels complete a turn before the slots do. */
-	if (!uw->hw.n_shedding && !uw->n_closing && uw->hw.n_idle) {
+	if (!uw->hw.n_shedding && !uw->n_closing &&
+	    (uw->hw.idle.n || uw->hw.lingering.n)) {
 		uw->core->shed(&uw->hw);
 		/* Accepts paused: they go again when this batch is back. */
 		uw->shed_in_pause = uw->now_ms < uw->accept_paused_until;

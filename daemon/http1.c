@@ -168,42 +168,42 @@ static void rbuf(struct h1_conn *c, char **buf, size_t *cap)
 	*cap = c->in_cap - c->in_len;
 }
 
-/* ---- idle connections, oldest first ---- */
+/* ---- what shed() may close: idle and lingering connections ---- */
 
-static void idle_enter(struct h1_conn *c)
+static void list_leave(struct h1_conn *c)
 {
-	struct h1_worker *hw = c->hw;
+	struct h1_list *l = c->on;
 
-	if (c->idle)
+	if (!l)
 		return;
-	c->idle = true;
-	c->idle_prev = NULL;
-	c->idle_next = hw->idle_new;
-	if (hw->idle_new)
-		hw->idle_new->idle_prev = c;
+	c->on = NULL;
+	if (c->newer)
+		c->newer->older = c->older;
 	else
-		hw->idle_old = c;
-	hw->idle_new = c;
-	hw->n_idle++;
+		l->newest = c->older;
+	if (c->older)
+		c->older->newer = c->newer;
+	else
+		l->oldest = c->newer;
+	c->newer = c->older = NULL;
+	l->n--;
 }
 
-static void idle_leave(struct h1_conn *c)
+/* c becomes the newest of l (leaving the list it was on). */
+static void list_enter(struct h1_conn *c, struct h1_list *l)
 {
-	struct h1_worker *hw = c->hw;
-
-	if (!c->idle)
+	if (c->on == l)
 		return;
-	c->idle = false;
-	if (c->idle_prev)
-		c->idle_prev->idle_next = c->idle_next;
+	list_leave(c);
+	c->on = l;
+	c->newer = NULL;
+	c->older = l->newest;
+	if (l->newest)
+		l->newest->newer = c;
 	else
-		hw->idle_new = c->idle_next;
-	if (c->idle_next)
-		c->idle_next->idle_prev = c->idle_prev;
-	else
-		hw->idle_old = c->idle_prev;
-	c->idle_prev = c->idle_next = NULL;
-	hw->n_idle--;
+		l->oldest = c;
+	l->newest = c;
+	l->n++;
 }
 
 /* Its recv came back: bytes (a request raced the close: answer it) or
@@ -216,30 +216,44 @@ static void shed_done(struct h1_conn *c)
 	c->hw->n_shedding--;
 }
 
+/* Closes c for room: its recv or linger is cancelled, and its close
+ * follows when that comes back. */
+static void shed_one(struct h1_conn *c)
+{
+	if (c->state == H1_LINGERING) /* a drain re-armed ends at once */
+		c->linger_end = c->linger_deadline = mono_ms();
+	list_leave(c);
+	c->shed = true;
+	c->hw->n_shedding++;
+	c->hw->tp->cancel(c);
+}
+
 static unsigned shed(struct h1_worker *hw)
 {
-	unsigned n = hw->n_idle / 8, i;
+	unsigned n = hw->idle.n / 8, i = 0;
 	int64_t now = mono_ms();
 
 	if (n > 32)
 		n = 32;
-	if (!n && hw->n_idle)
+	if (!n && hw->idle.n)
 		n = 1;
-	if (n && now - hw->shed_said_ms >= 1000) {
+	if ((n || hw->lingering.n) && now - hw->shed_said_ms >= 1000) {
 		hw->shed_said_ms = now;
 		log_msg(LOG_WARNING,
 			"worker %u: no room for new connections: closing the "
 			"oldest idle ones",
 			hw->w->id);
 	}
-	for (i = 0; i < n && hw->idle_old; i++) {
-		struct h1_conn *c = hw->idle_old;
-
-		idle_leave(c);
-		c->shed = true;
-		hw->n_shedding++;
-		hw->tp->cancel(c);
+	/* A lingering connection had its answer: the drain is only a
+	 * courtesy, and a client that trickles bytes into it (a slowloris
+	 * after its 408) would hold the room for LINGER_MAX_MS. These go
+	 * first, and do not count against the idle ones' batch. */
+	while (hw->lingering.oldest && i < 32) {
+		shed_one(hw->lingering.oldest);
+		i++;
 	}
+	for (; n && hw->idle.oldest; n--, i++)
+		shed_one(hw->idle.oldest);
 	return i;
 }
 
@@ -249,7 +263,7 @@ static void release(struct h1_conn *c)
 {
 	struct h1_worker *hw = c->hw;
 
-	idle_leave(c);
+	list_leave(c);
 	shed_done(c);
 	if (c->resp)
 		resp_put(hw, c->resp);
@@ -284,12 +298,13 @@ static void conn_close(struct h1_conn *c, bool abortive)
 	c->linger_end = now + LINGER_MAX_MS;
 	c->linger_deadline = now + LINGER_QUIET_MS;
 	c->state = H1_LINGERING;
+	list_enter(c, &hw->lingering);
 	hw->tp->linger(c, true, c->linger_deadline);
 }
 
 static void lingered(struct h1_conn *c, int res)
 {
-	if (res > 0 && !c->hw->drain_expired) {
+	if (res > 0 && !c->hw->drain_expired && !c->shed) {
 		int64_t quiet = mono_ms() + LINGER_QUIET_MS;
 
 		/* Stopping, the drain keeps the deadline it had: a client
@@ -323,7 +338,7 @@ static void read_more(struct h1_conn *c)
 	}
 	if (!c->in_len) {
 		in_put(c);
-		idle_enter(c);
+		list_enter(c, &hw->idle);
 	}
 	c->state = H1_READING;
 	hw->tp->recv(c, c->in_len ? c->hdr_deadline :
@@ -464,7 +479,7 @@ static void received(struct h1_conn *c, int res)
 {
 	struct h1_worker *hw = c->hw;
 
-	idle_leave(c);
+	list_leave(c);
 	if (c->shed && res <= 0)
 		STAT_INC(hw->w, idle_closed);
 	shed_done(c);

@@ -62,7 +62,8 @@ struct h1_transport {
 	 * deadline_ms. Completes with core->lingered(n > 0 discarded, or
 	 * <= 0: done). */
 	void (*linger)(struct h1_conn *c, bool first, int64_t deadline_ms);
-	/* Cancel a recv in flight: it completes with -ECANCELED. */
+	/* Cancel a recv in flight: it completes with -ECANCELED. A linger
+	 * in flight ends as at its deadline. */
 	void (*cancel)(struct h1_conn *c);
 	/* Close the socket and free the connection (the core has released
 	 * its part). Nothing completes after this. */
@@ -75,6 +76,12 @@ struct h1_resp {
 	struct response_plan plan;
 	size_t cap;
 	char buf[];
+};
+
+/* Connections, newest first (the lists of struct h1_worker). */
+struct h1_list {
+	struct h1_conn *newest, *oldest;
+	unsigned n;
 };
 
 /* The core's part of a worker. */
@@ -92,11 +99,11 @@ struct h1_worker {
 	 * the head (io_uring chains): the buffer then holds buffer_size,
 	 * else only a head. */
 	bool bodies_in_buffer;
-	/* Connections waiting for a request with nothing buffered (keep-
-	 * alive, or not one request yet), newest first: what shed() closes,
-	 * oldest first, when the engine has no room for a new client. */
-	struct h1_conn *idle_new, *idle_old;
-	unsigned n_idle;
+	/* What shed() closes, oldest first, when the engine has no room
+	 * for a new client: connections lingering after their last
+	 * response (a courtesy to the client), then those waiting for a
+	 * request with nothing buffered (keep-alive, or not one yet). */
+	struct h1_list lingering, idle;
 	unsigned n_shedding;  /* shed, its recv not back yet */
 	int64_t shed_said_ms; /* when the last "no room" warning went out */
 	/* A recv may hand over this many bytes at once (a provided buffer
@@ -128,9 +135,9 @@ struct h1_conn {
 	uint8_t state;
 	bool fresh;    /* no request yet on this connection */
 	bool have_req; /* req holds the request being answered */
-	bool idle;     /* on hw's idle list */
 	bool shed;     /* shed() closes it: its recv was cancelled */
-	struct h1_conn *idle_prev, *idle_next; /* toward newer, older */
+	struct h1_list *on; /* hw's idle or lingering list, or NULL */
+	struct h1_conn *newer, *older; /* its neighbours there */
 	char *in; /* request bytes (NULL while none are buffered) */
 	size_t in_len, in_cap;
 	struct http_request req;
@@ -167,14 +174,15 @@ struct h1_core {
 	 * I/O, no log. */
 	void (*discard)(struct h1_conn *c);
 	/* The engine has no room for a waiting client (max_connections
-	 * reached, or slots short): close the oldest idle connections, as
-	 * nginx drains its reusable ones (an eighth of them, 1..32). Only a
-	 * connection waiting for a request with no byte of one buffered is
-	 * idle: nothing in progress is ever cut, and one whose request
-	 * races the close is answered instead. Each goes as at its idle
-	 * timeout: its recv is cancelled, then the socket closes (a FIN:
-	 * nothing unread). Returns how many began to close; their closes
-	 * complete through the transport as usual. */
+	 * reached, or slots short): close the lingering connections (up to
+	 * 32; each had its last answer, and the drain is a courtesy), then
+	 * the oldest idle ones, as nginx drains its reusable ones (an
+	 * eighth of them, 1..32). Only a connection waiting for a request
+	 * with no byte of one buffered is idle: nothing in progress is ever
+	 * cut, and one whose request races the close is answered instead.
+	 * Each goes as at its timeout: its recv or linger is cancelled,
+	 * then the socket closes. Returns how many began to close; their
+	 * closes complete through the transport as usual. */
 	unsigned (*shed)(struct h1_worker *hw);
 };
 

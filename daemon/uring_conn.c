@@ -460,6 +460,11 @@ static void ur_cancel(struct h1_conn *h)
 	struct uring_worker *uw = c->uw;
 	struct io_uring_sqe *sqe;
 
+	if (c->state == CS_LINGER) {
+		/* Ends as at its deadline: conn_timeout cancels the recv. */
+		tw_arm(&uw->tw, &c->timer, uw->now_ms);
+		return;
+	}
 	if (c->is_deferred && c->retry == arm_recv) {
 		/* Not submitted yet: the retry completes it instead. With
 		 * bytes in the stash a request has begun: it is answered, as

@@ -142,6 +142,50 @@ def busy_never_closed():
         srv.stop()
 
 
+@orcdtest.case
+def lingering_clients_make_room():
+    """After its last answer a connection lingers (drains what the client
+    still sends, for up to 30 s) so that a close does not reset the
+    answer. A client that trickles bytes into it held its room all that
+    time: two slowloris clients answered 408, or a bad head answered 400,
+    kept a third waiting at max_connections for 30 s instead of 1. They
+    are closed for room first now."""
+    import threading
+    with Server(conf="slots 64;\nmax_connections 2;\nheader_timeout 1s;\n"
+                ) as srv:
+        srv.start()
+        done = threading.Event()
+        heads = (b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n",  # 408
+                 b"GET /hello.txt HTTP/1.1\r\nno colon\r\n\r\n")  # 400
+        tricklers = [srv.conn(timeout=DEADLINE) for _ in heads]
+
+        def trickle(c):
+            try:
+                while not done.wait(0.2):
+                    c.sock.sendall(b"X-a: b\r\n")
+            except OSError:
+                pass
+        threads = [threading.Thread(target=trickle, args=(c,))
+                   for c in tricklers]
+        try:
+            for c, head in zip(tricklers, heads):
+                c.send(head)
+            for t in threads:
+                t.start()
+            for c, status in zip(tricklers, (408, 400)):
+                r = c.read_response()
+                check(r is not None and r.status == status,
+                      "the trickler's answer: %r" % r)
+            served(srv, what="a client after the tricklers' answers").close()
+        finally:
+            done.set()
+            for t, c in zip(threads, tricklers):
+                t.join()  # the thread sends on c until then
+                c.close()
+        srv.assert_fds_back()
+        srv.stop()
+
+
 @orcdtest.case(engines=("direct", "specific"))
 def short_slots_close_idle():
     # Slots run short before max_connections does: three cold downloads
