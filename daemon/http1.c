@@ -31,6 +31,10 @@
  * that pipelined the most. */
 #define LINGER_QUIET_MS 2000
 #define LINGER_MAX_MS 30000
+/* Empty lines a waiting connection may send before a request: RFC 9112
+ * 2.2 asks that at least one be ignored; more than this many bytes of
+ * them is no client's request, and is answered 400. */
+#define BLANK_MAX 64
 /* Free buffers kept for reuse, in bytes per kind; beyond this they go
  * back to malloc. A worker that batches its waits (wait_batch.h) has a
  * turn's worth of responses out at once: at 256 connections more than
@@ -339,10 +343,13 @@ static void read_more(struct h1_conn *c)
 	if (!c->in_len) {
 		in_put(c);
 		list_enter(c, &hw->idle);
+		/* Empty lines do not make an idle connection younger. */
+		if (!c->blank_bytes)
+			c->idle_deadline =
+				mono_ms() + hw->w->cfg->idle_timeout_ms;
 	}
 	c->state = H1_READING;
-	hw->tp->recv(c, c->in_len ? c->hdr_deadline :
-				    mono_ms() + hw->w->cfg->idle_timeout_ms);
+	hw->tp->recv(c, c->in_len ? c->hdr_deadline : c->idle_deadline);
 }
 
 static void start_response(struct h1_conn *c)
@@ -434,15 +441,24 @@ static void input(struct h1_conn *c)
 		 * one) begin no request: dropped, so that a connection with
 		 * nothing else stays idle (idle_timeout, first to be let go)
 		 * instead of waiting out header_timeout for a 408 nobody
-		 * asked for. The parse restarts on what is left. */
+		 * asked for. The parse restarts on what is left. They keep
+		 * the idle deadline they found, and a flood of them (which
+		 * would keep a connection and a core busy) is refused. */
 		memmove(c->in, c->in + blank, c->in_len - blank);
 		c->in_len -= blank;
 		memset(&c->parse, 0, sizeof(c->parse));
+		if (blank > BLANK_MAX - c->blank_bytes) {
+			memset(&c->req, 0, sizeof(c->req)); /* no line, no HEAD */
+			fail(c, 400);
+			return;
+		}
+		c->blank_bytes += (unsigned)blank;
 	}
 	if (!c->in_len) {
 		read_more(c);
 		return;
 	}
+	c->blank_bytes = 0; /* a request has begun */
 	/* From where the last parse of this head stopped: a head that
 	 * trickles in is scanned once, however many pieces it comes in. */
 	r = http_parse_more(c->in, c->in_len, &lim, &c->req, &status,

@@ -272,12 +272,17 @@ def pipelined_byte_by_byte(srv):
         eq(c.read_response().body, b"body { color: black; }\n", "second")
 
 
+def answered(c):
+    """One request answered on c: when its connection began to idle."""
+    c.send(build_request("GET", "/hello.txt"))
+    eq(c.read_response().status, 200, "status")
+    return time.monotonic()
+
+
 @orcdtest.case
 def idle_timeout_closes(srv):
     with srv.conn() as c:
-        c.send(build_request("GET", "/hello.txt"))
-        eq(c.read_response().status, 200, "status")
-        t0 = time.monotonic()
+        t0 = answered(c)
         check(c.closed_by_peer(IDLE + SLACK),
               "idle connection still open %.1fs after the response"
               % (IDLE + SLACK))
@@ -312,6 +317,38 @@ def stray_empty_lines_leave_the_connection_idle(srv):
                 check(took < HEADER - 0.5,
                       "closed after %.1fs (%s): idle_timeout is %.0fs, "
                       "header_timeout %.0fs" % (took, what, IDLE, HEADER))
+
+
+@orcdtest.case
+def stray_empty_lines_do_not_keep_the_connection(srv):
+    # A CRLF every 0.4 s after a response pushed idle_timeout back each
+    # time, and a flood of them kept a core busy: neither timeout fired.
+    # They keep the idle deadline they found, and more than 64 bytes of
+    # them before a request are answered 400.
+    with srv.conn() as c:
+        t0 = answered(c)
+        closed = False
+        while not closed and time.monotonic() - t0 < IDLE + SLACK + 3:
+            try:
+                c.sock.sendall(b"\r\n")
+            except OSError:
+                break
+            closed = c.closed_by_peer(0.4)
+        took = time.monotonic() - t0
+        check(took < IDLE + SLACK, "a CRLF every 0.4 s kept the "
+              "connection open %.1fs (idle_timeout %.0fs)" % (took, IDLE))
+        eq(c.buf, b"", "bytes after the response")
+    for flood in (b"\r\n" * 33, b"\n" * 65):
+        with srv.conn() as c:
+            c.send(flood)
+            r = c.read_response()
+            check(r is not None and r.status == 400,
+                  "%d bytes of empty lines: %r" % (len(flood), r))
+            check(c.closed_by_peer(), "open after the 400")
+    # 64 bytes of them are still ignored.
+    r = srv.raw(b"\r\n" * 32 + b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n"
+                b"Connection: close\r\n\r\n")
+    eq(r.status, 200, "after 64 bytes of empty lines")
 
 
 @orcdtest.case
