@@ -244,8 +244,8 @@ static unsigned shed(struct h1_worker *hw)
 	if ((n || hw->lingering.n) && now - hw->shed_said_ms >= 1000) {
 		hw->shed_said_ms = now;
 		log_msg(LOG_WARNING,
-			"worker %u: no room for new connections: closing the "
-			"oldest idle ones",
+			"worker %u: no room for new connections: closing "
+			"lingering and the oldest idle ones",
 			hw->w->id);
 	}
 	/* A lingering connection had its answer: the drain is only a
@@ -343,8 +343,9 @@ static void read_more(struct h1_conn *c)
 	if (!c->in_len) {
 		in_put(c);
 		list_enter(c, &hw->idle);
-		/* Empty lines do not make an idle connection younger. */
-		if (!c->blank_bytes)
+		/* From when it began to wait (0: a request since): empty
+		 * lines do not make an idle connection younger. */
+		if (!c->idle_deadline)
 			c->idle_deadline =
 				mono_ms() + hw->w->cfg->idle_timeout_ms;
 	}
@@ -458,7 +459,12 @@ static void input(struct h1_conn *c)
 		read_more(c);
 		return;
 	}
-	c->blank_bytes = 0; /* a request has begun */
+	/* A request has begun, unless all there is is the CR of another
+	 * empty line: the next wait for one starts afresh. */
+	if (c->in_len > 1 || c->in[0] != '\r') {
+		c->blank_bytes = 0;
+		c->idle_deadline = 0;
+	}
 	/* From where the last parse of this head stopped: a head that
 	 * trickles in is scanned once, however many pieces it comes in. */
 	r = http_parse_more(c->in, c->in_len, &lim, &c->req, &status,

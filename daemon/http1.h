@@ -149,7 +149,7 @@ struct h1_conn {
 	uint64_t bytes_sent;	 /* this response; the transport adds */
 	unsigned replans;
 	int64_t hdr_deadline; /* the head must be complete by then */
-	int64_t idle_deadline; /* idle_timeout, from when it became idle */
+	int64_t idle_deadline; /* idle_timeout from when it began to wait */
 	unsigned blank_bytes; /* empty lines dropped since then */
 	int64_t linger_deadline; /* the drain ends unless bytes come */
 	int64_t linger_end;	 /* ... and here whatever comes */

@@ -4,6 +4,7 @@ Connection: close / keep-alive, pipelining in order, idle and header
 timeouts."""
 
 import re
+import socket
 import sys
 import time
 
@@ -338,12 +339,29 @@ def stray_empty_lines_do_not_keep_the_connection(srv):
         check(took < IDLE + SLACK, "a CRLF every 0.4 s kept the "
               "connection open %.1fs (idle_timeout %.0fs)" % (took, IDLE))
         eq(c.buf, b"", "bytes after the response")
-    for flood in (b"\r\n" * 33, b"\n" * 65):
+    # A CRLF behind a request counts its idle time from the answer, not
+    # from before the request (which closed it 0.25 s after the answer).
+    with srv.conn() as c:
+        time.sleep(IDLE * 0.75)
+        c.send(build_request("GET", "/hello.txt") + b"\r\n")
+        eq(c.read_response().status, 200, "status")
+        t0 = time.monotonic()
+        check(c.closed_by_peer(IDLE + SLACK), "still open after the CRLF")
+        took = time.monotonic() - t0
+        check(took >= IDLE * 0.5, "closed %.2fs after the answer, "
+              "idle_timeout is %.1fs" % (took, IDLE))
+    # Pieces that each end inside an empty line (a CR) add up too.
+    pieces = [b"\r\n" * 31 + b"\r"] + [b"\n" + b"\r\n" * 30 + b"\r"] * 4
+    for flood in ([b"\r\n" * 33], [b"\n" * 65], pieces):
         with srv.conn() as c:
-            c.send(flood)
+            c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for piece in flood:
+                c.send(piece)
+                time.sleep(0.05)
             r = c.read_response()
             check(r is not None and r.status == 400,
-                  "%d bytes of empty lines: %r" % (len(flood), r))
+                  "%d bytes of empty lines: %r"
+                  % (len(b"".join(flood)), r))
             check(c.closed_by_peer(), "open after the 400")
     # 64 bytes of them are still ignored.
     r = srv.raw(b"\r\n" * 32 + b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n"
