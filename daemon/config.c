@@ -133,7 +133,7 @@ static int parse_with_unit(const char *s, const struct unit *units,
 void config_fmt_duration(char *buf, size_t cap, unsigned long long ms)
 {
 	if (!ms)
-		snprintf(buf, cap, "0");
+		snprintf(buf, cap, "0s");
 	else if (ms % HOUR == 0)
 		snprintf(buf, cap, "%lluh", ms / HOUR);
 	else if (ms % MIN == 0)

@@ -1430,7 +1430,7 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 		int e = access_log_open(cfg->access_log, &s.access_log);
 
 		if (e) {
-			log_msg(LOG_ERR, "%saccess_log %s: %s",
+			log_msg(LOG_ERR, "%saccess_log \"%s\": %s",
 				config_where(cfg, "access_log", why,
 					     sizeof(why)),
 				config_show(cfg->access_log).s,

@@ -401,7 +401,7 @@ def worker_shutdown_timeout_sets_the_drain_bound():
     # orcd.conf.5: worker_shutdown_timeout, as nginx's; 0 cuts at once.
     stalled_reader_cut_at("worker_shutdown_timeout 2500ms;\n", 2.5,
                           "2500ms")
-    stalled_reader_cut_at("worker_shutdown_timeout 0;\n", 0, "0")
+    stalled_reader_cut_at("worker_shutdown_timeout 0;\n", 0, "0s")
 
 
 @orcdtest.case(engines=("epoll",))

@@ -524,7 +524,7 @@ static void test_durations(void **state)
 						OFF(shutdown_timeout_ms)),
 				 drain_ms[i]);
 	set_fails("worker_shutdown_timeout", "25h",
-		  "worker_shutdown_timeout \"25h\": out of range (0..24h)");
+		  "worker_shutdown_timeout \"25h\": out of range (0s..24h)");
 	set_fails("send_timeout", "99999999999999999999s",
 		  "send_timeout \"99999999999999999999s\": out of range "
 		  "(1ms..24h)");
