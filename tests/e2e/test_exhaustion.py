@@ -187,6 +187,54 @@ def lingering_clients_make_room():
 
 
 @orcdtest.case(engines=("direct", "specific"))
+def a_client_pipelining_far_ahead_is_cut():
+    """io_uring keeps what a keep-alive client sends while its responses
+    are in flight (the multishot recv's stash). A client that pipelined
+    megabytes and read nothing made orcd keep 300-470 KiB per connection,
+    a thousand such clients hundreds of MiB. The stash is bounded (64 KiB
+    a connection): past it, the requests it holds are answered and the
+    connection closes."""
+    import threading
+    with Server() as srv:
+        stalls(srv)  # the forwarder would read the responses for us
+        srv.start()
+        req = build_request("GET", "/hello.txt")
+        total = (1 << 20) // len(req)
+        with srv.conn(timeout=DEADLINE, rcvbuf=4096) as c:
+            for _ in range(2):  # the second arms the multishot
+                c.send(req)
+                eq(c.read_response().status, 200, "a request before")
+
+            def pipeline():
+                try:
+                    c.sock.sendall(req * total)
+                except OSError:
+                    pass
+            t = threading.Thread(target=pipeline)
+            t.start()
+            time.sleep(1)  # orcd's sends stall; what comes is stashed
+            mark = b"HTTP/1.1 200 "
+            tail, answered, t0 = b"", 0, time.monotonic()
+            while answered < total and time.monotonic() - t0 < 30:
+                try:
+                    chunk = c.sock.recv(1 << 16)
+                except ConnectionResetError:
+                    chunk = b""
+                if not chunk:
+                    break
+                answered += (tail + chunk).count(mark)
+                tail = (tail + chunk)[-(len(mark) - 1):]
+            t.join(DEADLINE)
+        check(answered < total, "all %d pipelined requests answered: "
+              "nothing bounds what orcd keeps of them" % total)
+        check(answered > 1000, "only %d answered before the cut" % answered)
+        eq(served(srv, what="a new client after the cut").close(), None,
+           "served after")
+        srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case(engines=("direct", "specific"))
 def short_slots_close_idle():
     # Slots run short before max_connections does: three cold downloads
     # hold two slots each (socket and file), idle connections the rest.
