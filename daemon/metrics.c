@@ -202,8 +202,39 @@ struct metrics {
 	 * (0: not paused); said once until an accept works again. */
 	int64_t accept_paused_until;
 	bool accept_failing;
+	/* A connection that went unanswered is said at most once a second
+	 * (when, and how many were not said since): clients that connect
+	 * and go would otherwise write a line each, megabytes a second. */
+	int64_t unanswered_said_ms;
+	unsigned unanswered_quiet;
 	struct mconn c[METRICS_CONNS];
 };
+
+static void unanswered(struct metrics *m, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void unanswered(struct metrics *m, const char *fmt, ...)
+{
+	int64_t now = mono_ms();
+	char line[256];
+	va_list ap;
+
+	if (m->unanswered_said_ms && now - m->unanswered_said_ms < 1000) {
+		m->unanswered_quiet++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (m->unanswered_quiet)
+		log_msg(LOG_INFO,
+			"metrics: %s (and %u more closed unanswered since the last such line)",
+			line, m->unanswered_quiet);
+	else
+		log_msg(LOG_INFO, "metrics: %s", line);
+	m->unanswered_said_ms = now;
+	m->unanswered_quiet = 0;
+}
 
 struct metrics *metrics_new(int listen_fd, const char *engine,
 			    metrics_snapshot_fn snapshot, void *ctx)
@@ -300,10 +331,9 @@ static bool on_input(struct metrics *m, struct mconn *c)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return true;
 	if (n <= 0) {
-		log_msg(LOG_INFO,
-			"metrics: closed unanswered after %zu byte(s): %s",
-			c->in_len,
-			n == 0 ? "the client closed" : strerror(errno));
+		unanswered(m, "closed unanswered after %zu byte(s): %s",
+			   c->in_len,
+			   n == 0 ? "the client closed" : strerror(errno));
 		return false;
 	}
 	c->in_len += (size_t)n;
@@ -327,7 +357,7 @@ static bool on_input(struct metrics *m, struct mconn *c)
 }
 
 /* Send what is left of the answer. Returns false when done with. */
-static bool on_output(struct mconn *c)
+static bool on_output(struct metrics *m, struct mconn *c)
 {
 	ssize_t n = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent,
 			 MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -335,8 +365,7 @@ static bool on_output(struct mconn *c)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return true;
 	if (n < 0) {
-		log_msg(LOG_INFO, "metrics: sending the answer: %s",
-			strerror(errno));
+		unanswered(m, "sending the answer: %s", strerror(errno));
 		return false;
 	}
 	c->out_sent += (size_t)n;
@@ -426,9 +455,9 @@ void metrics_handle(struct metrics *m, const struct pollfd *p, unsigned n)
 				c = &m->c[i];
 		if (!c)
 			continue;
-		keep = c->out_len ? on_output(c) : on_input(m, c);
+		keep = c->out_len ? on_output(m, c) : on_input(m, c);
 		if (keep && c->out_len && c->out_sent == 0)
-			keep = on_output(c); /* usually all of it at once */
+			keep = on_output(m, c); /* usually all of it at once */
 		if (!keep)
 			mconn_close(m, c);
 	}
@@ -437,11 +466,10 @@ void metrics_handle(struct metrics *m, const struct pollfd *p, unsigned n)
 
 		if (c->fd < 0 || c->deadline > now)
 			continue;
-		log_msg(LOG_INFO,
-			"metrics: closed unanswered after %zu byte(s): %s",
-			c->in_len,
-			c->out_len ? "the answer was not taken in time" :
-				     "no whole request in time");
+		unanswered(m, "closed unanswered after %zu byte(s): %s",
+			   c->in_len,
+			   c->out_len ? "the answer was not taken in time" :
+					"no whole request in time");
 		mconn_close(m, c);
 	}
 }

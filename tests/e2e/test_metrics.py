@@ -5,12 +5,13 @@ the main thread, which also handles signals and the systemd watchdog."""
 
 import os
 import re
+import socket
 import sys
 import threading
 import time
 
 import orcdtest
-from orcdtest import check, eq
+from orcdtest import check, eq, wait_until
 
 SLACK = 3.0  # scheduling slack on a loaded CI machine
 
@@ -367,6 +368,31 @@ def out_of_descriptors_the_page_pauses_instead_of_spinning(srv):
     said = srv.stderr_text().count("metrics: accept: Too many open files; "
                                    "pausing")
     eq(said, 1, "times the failing accept was logged")
+
+
+@orcdtest.case
+def clients_that_connect_and_go_are_said_once_a_second(srv):
+    # Each connection closed unanswered wrote a line: a loop of connect
+    # and close wrote megabytes a second into the error log. At most one
+    # line a second now, which says how many were not said.
+    if srv.forwarded:
+        raise orcdtest.Skip("QEMU's forwarder takes about 3 connections "
+                            "a second")
+    said = lambda: srv.stderr_text().count("metrics: closed unanswered")
+    before = said()
+    t0 = time.monotonic()
+    for _ in range(300):
+        socket.create_connection(("127.0.0.1", srv.metrics_port)).close()
+    took = time.monotonic() - t0
+    wait_until(lambda: "metrics: closed unanswered" in
+               srv.stderr_text()[-4000:], 5, "the first to be said")
+    time.sleep(1.2)
+    socket.create_connection(("127.0.0.1", srv.metrics_port)).close()
+    wait_until(lambda: re.search(r"\(and \d+ more closed unanswered",
+                                 srv.stderr_text()), 5,
+               "a line that counts those not said")
+    check(said() - before <= took + 3, "%d lines for 301 connections in "
+          "%.1fs" % (said() - before, took + 1.2))
 
 
 if __name__ == "__main__":
