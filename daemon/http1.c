@@ -518,6 +518,12 @@ static void received(struct h1_conn *c, int res)
 		fail(c, 408);
 		return;
 	}
+	/* A client too far ahead: what it was answered must not be reset
+	 * by a close with its bytes unread. */
+	if (res == -EMSGSIZE) {
+		conn_close(c, false);
+		return;
+	}
 	/* 0: the client closed; idle timeout; stopping; or the connection
 	 * broke. */
 	conn_close(c, true);

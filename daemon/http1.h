@@ -49,7 +49,9 @@ struct h1_transport {
 	/* Wait for request bytes until deadline_ms. When they arrive, ask
 	 * core->rbuf() where they go, put them there and complete with
 	 * core->received(n). Else complete with 0 (peer closed), -ETIMEDOUT,
-	 * -ECANCELED (cancel) or another -errno. */
+	 * -ECANCELED (cancel), -EMSGSIZE (the client sent further ahead of
+	 * its answers than the transport holds: it gets a graceful close) or
+	 * another -errno. */
 	void (*recv)(struct h1_conn *c, int64_t deadline_ms);
 	/* Send the plan in c->resp: the head_len bytes at the start of its
 	 * buffer, then plan.length bytes of the file from plan.offset when

@@ -329,7 +329,6 @@ struct uring_worker {
 	unsigned n_conns;
 	unsigned n_closing; /* socket closes in flight (orphans' too) */
 	struct uconn *free_conns;
-	size_t stash_bytes; /* what the connections' stashes hold, in all */
 	/* Provided-buffer ring for recvs with nothing buffered yet, so an
 	 * idle keep-alive connection holds no buffer (5.19+; else each
 	 * connection keeps its own). */

@@ -74,34 +74,39 @@ static void prep_recv(struct uconn *c, struct io_uring_sqe *sqe, char *buf,
  * taken in already, and that can be much: within one wait the kernel
  * runs the multishot as long as bytes and ring buffers last (a review
  * measured 300-470 KiB per connection from clients that pipelined
- * megabytes and read nothing). So a stash is bounded, per connection and
- * per worker; past that the multishot ends as when the stash cannot
- * grow: the requests it holds are answered, then the connection closes
- * (nginx reads pipelined bytes only into its header buffers; a client
- * this far ahead without reading is no client that needs them). A close
- * or a linger cancels it and waits for its end.
+ * megabytes and read nothing). So a stash holds at most four whole heads
+ * (max_header_bytes), and 64 KiB at least; past that the multishot ends
+ * with -EMSGSIZE: the requests the stash holds are answered, then the
+ * core closes the connection gracefully (nginx reads pipelined bytes only
+ * into its header buffers; a client this far ahead of its answers should
+ * retry the rest, RFC 9112 9.3.2). A close or a linger cancels it and
+ * waits for its end.
  */
-#define STASH_MAX	 (64u << 10)
-#define STASH_WORKER_MAX (16u << 20)
+#define STASH_MIN (64u << 10)
+
+static size_t stash_max(const struct uconn *c)
+{
+	size_t heads = 4 * (size_t)c->uw->w->cfg->max_header_bytes;
+
+	return heads > STASH_MIN ? heads : STASH_MIN;
+}
 
 /* The stash goes (its bytes read, or the connection's end). */
 static void stash_free(struct uconn *c)
 {
-	c->uw->stash_bytes -= c->stash_cap;
 	free(c->stash);
 	c->stash = NULL;
 	c->stash_off = c->stash_len = c->stash_cap = 0;
 }
 
-/* Append to the stash; -ENOMEM when it cannot grow (or may not). */
+/* Append to the stash; -EMSGSIZE past its bound, -ENOMEM when it cannot
+ * grow. */
 static int stash_add(struct uconn *c, const char *p, size_t n)
 {
-	struct uring_worker *uw = c->uw;
-
 	if (!n)
 		return 0;
-	if (c->stash_len + n > STASH_MAX)
-		return -ENOMEM;
+	if (c->stash_len + n > stash_max(c))
+		return -EMSGSIZE;
 	if (c->stash_off && c->stash_off + c->stash_len + n > c->stash_cap) {
 		memmove(c->stash, c->stash + c->stash_off, c->stash_len);
 		c->stash_off = 0;
@@ -112,12 +117,9 @@ static int stash_add(struct uconn *c, const char *p, size_t n)
 
 		while (cap < c->stash_len + n)
 			cap *= 2;
-		if (uw->stash_bytes - c->stash_cap + cap > STASH_WORKER_MAX)
-			return -ENOMEM;
 		q = realloc(c->stash, cap);
 		if (!q)
 			return -ENOMEM;
-		uw->stash_bytes += cap - c->stash_cap;
 		c->stash = q;
 		c->stash_cap = cap;
 	}
@@ -178,6 +180,7 @@ static int mshot_deliver(struct uconn *c, const char *data, int res,
 {
 	char *buf;
 	size_t cap, n;
+	int e;
 
 	if (res <= 0)
 		return pause_end && res == -ECANCELED && !c->cancel_sent ?
@@ -185,8 +188,11 @@ static int mshot_deliver(struct uconn *c, const char *data, int res,
 			       res;
 	c->uw->core->rbuf(&c->h1, &buf, &cap);
 	n = (size_t)res < cap ? (size_t)res : cap;
-	if (!n || stash_add(c, data + n, (size_t)res - n))
+	if (!n)
 		return -ENOMEM;
+	e = stash_add(c, data + n, (size_t)res - n);
+	if (e)
+		return e;
 	memcpy(buf, data, n);
 	return (int)n;
 }
@@ -204,13 +210,15 @@ static void mshot_keep(struct uconn *c, const char *data, int res,
 		return;
 	}
 	if (res > 0) {
-		if (stash_add(c, data, (size_t)res)) {
-			c->ms_end = -ENOMEM;
+		int e = stash_add(c, data, (size_t)res);
+
+		if (e) {
+			c->ms_end = e;
 			c->ms_end_set = true;
-		} else if (c->ms == MS_ARMED && !c->ms_paused &&
-			   c->stash_len >= c->uw->hw.in_min) {
-			mshot_pause(c);
 		}
+		if (c->ms == MS_ARMED && !c->ms_paused &&
+		    (e || c->stash_len >= c->uw->hw.in_min))
+			mshot_pause(c);
 		return;
 	}
 	if (res == -ENOBUFS || res == -EAGAIN || res == -EINTR ||
