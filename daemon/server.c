@@ -1172,9 +1172,7 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 	watchdog_init(&wd, s->n_workers);
 	while (!atomic_load(&s->stopping) || s->retiring ||
 	       !all_done(s->workers, s->n_workers)) {
-		/* A signal waits (pending on sig_fd) until orcd serves. */
-		struct pollfd p[2 + 17] = { { ready ? sig_fd : -1, POLLIN, 0 },
-					    { done_fd, POLLIN, 0 } };
+		struct pollfd p[2 + 17];
 		unsigned np = 2;
 		int timeout, mt;
 		struct signalfd_siginfo si;
@@ -1191,6 +1189,10 @@ static int main_loop(struct orcd_server *s, const struct cli_opts *o,
 		} else if (!ready && !atomic_load(&s->stopping)) {
 			warn_not_turned(s, started, &start_warned);
 		}
+		/* A signal waits (pending on sig_fd) until orcd serves; from
+		 * the turn that found it serving on (which waits longer). */
+		p[0] = (struct pollfd){ ready ? sig_fd : -1, POLLIN, 0 };
+		p[1] = (struct pollfd){ done_fd, POLLIN, 0 };
 		timeout = ready ? poll_timeout_ms(&wd) : 10;
 		if (m) {
 			np += metrics_pollfds(m, p + 2, 17);

@@ -572,13 +572,15 @@ def signals_while_starting_wait_for_the_server():
 SERVED = "orcd: serving "
 
 
-def launch_held(srv, knob, ms):
-    """Run orcd with the test pause `knob` holding its start-up for ms
-    milliseconds, not waiting for it to serve."""
+def launch_held(srv, knob=None, ms=0):
+    """Run orcd, with the test pause `knob` (if any) holding its start-up
+    for ms milliseconds, not waiting for it to serve; here only, as the
+    caller signals it."""
     if srv.forwarded:
         raise orcdtest.Skip("orcd runs elsewhere: signalled by the "
                             "harness, not from a thread")
-    srv.env[knob] = str(ms)
+    if knob:
+        srv.env[knob] = str(ms)
     srv.launch()
 
 
@@ -604,6 +606,24 @@ def sigterm_while_starting_stops_once_serving():
         launch_held(srv, "ORCD_TEST_START_PAUSE_MS", 1000)
         time.sleep(0.5)
         sigterm_stops_once_serving(srv)
+
+
+@orcdtest.case
+def a_signal_just_after_serving_takes_effect_at_once():
+    """The main loop's turn that found orcd serving polled without the
+    signalfd, and for a second: a SIGTERM sent as orcd said "serving"
+    waited that long (a stop then found responses it would have cut
+    short already done)."""
+    with Server() as srv:
+        launch_held(srv)
+        wait_until(lambda: SERVED in srv.stderr_text(), 15, "serving")
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: "stopping" in srv.stderr_text(), 10, "the stop")
+        took = time.monotonic() - t0
+        srv.finish(30)
+        check(took < 0.6, "the SIGTERM took effect %.2fs after it was sent"
+              % took)
 
 
 @orcdtest.case
