@@ -337,7 +337,18 @@ static void read_more(struct h1_conn *c)
 	struct h1_worker *hw = c->hw;
 
 	if (hw->stopping && !c->in_len && !spare(c)) {
-		conn_close(c, true);
+		/* Stopping. A connection whose last answer said keep-alive
+		 * (planned before the stop) may have its next request here
+		 * already, behind the answer (in the transport, a multishot
+		 * stash): one last look takes what has come, and waits for
+		 * nothing more. */
+		if (c->fresh || c->last_look) {
+			conn_close(c, true);
+			return;
+		}
+		c->last_look = true;
+		c->state = H1_READING;
+		hw->tp->recv(c, mono_ms());
 		return;
 	}
 	if (!c->in_len) {
@@ -563,7 +574,9 @@ static void response_release(struct h1_conn *c)
 static void response_done(struct h1_conn *c)
 {
 	struct h1_worker *hw = c->hw;
-	bool keep = c->resp->plan.keep_alive && c->have_req && !hw->stopping;
+	/* Stopping, an answer that said keep-alive still lets a request
+	 * already behind it be answered (read_more: the last look). */
+	bool keep = c->resp->plan.keep_alive && c->have_req;
 	size_t used = c->have_req ? c->req.head_len : c->in_len;
 
 	log_response(c);

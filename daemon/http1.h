@@ -138,6 +138,7 @@ struct h1_conn {
 	bool fresh;    /* no request yet on this connection */
 	bool have_req; /* req holds the request being answered */
 	bool shed;     /* shed() closes it: its recv was cancelled */
+	bool last_look; /* stopping: its final recv, for what has come */
 	struct h1_list *on; /* hw's idle or lingering list, or NULL */
 	struct h1_conn *newer, *older; /* its neighbours there */
 	char *in; /* request bytes (NULL while none are buffered) */

@@ -212,5 +212,46 @@ def heads_half_in_at_sigterm_are_answered():
         srv.finish(15)
 
 
+@orcdtest.case
+def a_request_pipelined_behind_an_answer_at_sigterm_is_answered():
+    # orcd.8: a stop answers the requests whose head has begun to
+    # arrive. One pipelined behind a download whose answer was planned
+    # before the stop (keep-alive) had arrived whole, yet the connection
+    # closed after the download. It is answered now, as the last
+    # (Connection: close).
+    with Server(conf="send_timeout 120s;\n") as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("the guest's forwarder reads ahead for "
+                                "the client: the stop may find the "
+                                "download done")
+        # More than the socket buffers hold: the download is under way
+        # when the stop begins.
+        block = bytes(range(256)) * 256
+        size = 64 * len(block) * 16
+        with open(srv.path("huge.bin"), "wb") as f:
+            for _ in range(size // len(block)):
+                f.write(block)
+        srv.start()
+        with srv.conn(rcvbuf=8192) as c:
+            c.send(build_request("GET", "/huge.bin") +
+                   build_request("GET", "/hello.txt"))
+            wait_until(lambda: c.sock.recv(1, socket.MSG_PEEK), 10,
+                       "the download to start")
+            srv.signal(signal.SIGTERM)
+            # The stop begins with the download under way.
+            wait_until(lambda: "stopping" in srv.stderr_text(), 10,
+                       "the stop")
+            r = c.read_response()
+            check(r is not None and r.status == 200 and
+                  len(r.body) == size, "the download: %r" % r)
+            r = c.read_response()
+            check(r is not None, "the request pipelined behind it: "
+                  "closed unanswered")
+            eq((r.status, r.body, r.header("connection")),
+               (200, b"hello, world\n", "close"), "the pipelined request")
+            check(c.closed_by_peer(), "left open at a stop")
+        srv.finish(15)
+
+
 if __name__ == "__main__":
     sys.exit(orcdtest.run_serverless())
