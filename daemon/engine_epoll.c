@@ -202,8 +202,10 @@ static void ep_cancel(struct h1_conn *h)
 {
 	struct ep_conn *c = ep_of(h);
 
-	if (c->op == OP_LINGER)
+	if (c->op == OP_LINGER) {
 		watch(c, EV_READ, 0.);
+		return;
+	}
 	if (c->op != OP_RECV)
 		return;
 	ev_io_stop(c->ew->loop, &c->io);

@@ -335,6 +335,7 @@ static bool spare(const struct h1_conn *c)
 static void read_more(struct h1_conn *c)
 {
 	struct h1_worker *hw = c->hw;
+	int64_t deadline = c->hdr_deadline;
 
 	if (hw->stopping && !c->in_len && !spare(c)) {
 		/* Stopping. A connection whose last answer said keep-alive
@@ -347,11 +348,8 @@ static void read_more(struct h1_conn *c)
 			return;
 		}
 		c->last_look = true;
-		c->state = H1_READING;
-		hw->tp->recv(c, mono_ms());
-		return;
-	}
-	if (!c->in_len) {
+		deadline = mono_ms();
+	} else if (!c->in_len) {
 		in_put(c);
 		list_enter(c, &hw->idle);
 		/* From when it began to wait (0: a request since): empty
@@ -359,9 +357,10 @@ static void read_more(struct h1_conn *c)
 		if (!c->idle_deadline)
 			c->idle_deadline =
 				mono_ms() + hw->w->cfg->idle_timeout_ms;
+		deadline = c->idle_deadline;
 	}
 	c->state = H1_READING;
-	hw->tp->recv(c, c->in_len ? c->hdr_deadline : c->idle_deadline);
+	hw->tp->recv(c, deadline);
 }
 
 static void start_response(struct h1_conn *c)
