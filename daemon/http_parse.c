@@ -462,10 +462,21 @@ static int parse_content_length(struct parse_ctx *c, struct http_str v)
 	return 0;
 }
 
+const struct http_str HTTP_FIELD_REPEATED = {",", 1};
+
 static void set_first(struct http_str *dst, struct http_str v)
 {
 	if (dst->n == 0)
 		*dst = v;
+}
+
+/* A field that takes one value: a second line spoils it (empty lines
+ * add nothing, as to a list). */
+static void set_single(struct http_str *dst, struct http_str v)
+{
+	if (!v.n)
+		return;
+	*dst = dst->n ? HTTP_FIELD_REPEATED : v;
 }
 
 /* One more line of a list field (see struct http_list). */
@@ -492,7 +503,7 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 		break;
 	case 5:
 		if (http_str_eq_ci(name, "range"))
-			set_first(&req->range, v);
+			set_single(&req->range, v);
 		break;
 	case 7:
 		if (http_str_eq_ci(name, "referer"))
@@ -500,7 +511,7 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 		break;
 	case 8:
 		if (http_str_eq_ci(name, "if-range"))
-			set_first(&req->if_range, v);
+			set_single(&req->if_range, v);
 		else if (http_str_eq_ci(name, "if-match"))
 			add_line(&req->if_match, v);
 		break;
@@ -520,7 +531,7 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 		break;
 	case 17:
 		if (http_str_eq_ci(name, "if-modified-since"))
-			set_first(&req->if_modified_since, v);
+			set_single(&req->if_modified_since, v);
 		else if (http_str_eq_ci(name, "transfer-encoding"))
 			/* We read no bodies, and TE is the smuggler's tool
 			 * (RFC 9112 6.1): refuse it in any form. */
@@ -528,7 +539,7 @@ static int dispatch_field(struct parse_ctx *c, struct http_str name,
 		break;
 	case 19:
 		if (http_str_eq_ci(name, "if-unmodified-since"))
-			set_first(&req->if_unmodified_since, v);
+			set_single(&req->if_unmodified_since, v);
 		break;
 	}
 	return 0;

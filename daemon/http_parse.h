@@ -42,6 +42,9 @@ struct http_limits {
 	unsigned max_headers;    /* header field count; over -> 431 */
 };
 
+/* "," : neither a date, nor a range, nor an entity-tag. */
+extern const struct http_str HTTP_FIELD_REPEATED;
+
 struct http_request {
 	enum http_method method;
 	/* The request line without its terminator, set as soon as it is
@@ -56,7 +59,10 @@ struct http_request {
 	bool has_host;
 	struct http_str host;
 	/* Field values with surrounding whitespace trimmed; n == 0 if absent.
-	 * Of a repeated field the first counts, but for the two lists. */
+	 * Of a repeated User-Agent or Referer the first counts. The four
+	 * fields that take one value (RFC 9110 13.1.3-13.1.5, 14.2), in
+	 * several lines, read as HTTP_FIELD_REPEATED: joined, they would be
+	 * a list, which none of them may be, and their readers ignore it. */
 	struct http_list if_match;
 	struct http_str if_unmodified_since;
 	struct http_list if_none_match;

@@ -464,6 +464,39 @@ static void test_captured_fields(void **state)
 	result_free(&res);
 }
 
+#define DATE "Sun, 06 Nov 1994 08:49:37 GMT"
+
+/* RFC 9110 5.3: a field that is not a list cannot come in two lines;
+ * joined they would be one, which its readers ignore. */
+static void test_single_value_fields_repeated(void **state)
+{
+	(void)state;
+	const char *s = "GET / HTTP/1.1\r\nHost: h\r\n"
+			"Range: bytes=0-1\r\nrange: bytes=0-1\r\n"
+			"If-Range: \"a\"\r\nIf-Range: \"a\"\r\n"
+			"If-Modified-Since: " DATE "\r\n"
+			"If-Modified-Since: " DATE "\r\n"
+			"If-Unmodified-Since:\r\n"
+			"If-Unmodified-Since: " DATE "\r\n"
+			"If-Unmodified-Since: " DATE "\r\n"
+			"User-Agent: a\r\nUser-Agent: b\r\n\r\n";
+	struct result res = expect_ok(s);
+
+	assert_str(res.req.range, ",");
+	assert_str(res.req.if_range, ",");
+	assert_str(res.req.if_modified_since, ",");
+	assert_str(res.req.if_unmodified_since, ",");
+	assert_str(res.req.user_agent, "a"); /* for the log: the first */
+	result_free(&res);
+	/* An empty line adds nothing, as to a list. */
+	res = expect_ok("GET / HTTP/1.1\r\nHost: h\r\nRange:\r\n"
+			"Range: bytes=0-1\r\nIf-Modified-Since: \r\n"
+			"If-Modified-Since: " DATE "\r\n\r\n");
+	assert_str(res.req.range, "bytes=0-1");
+	assert_str(res.req.if_modified_since, DATE);
+	result_free(&res);
+}
+
 static void test_host_values(void **state)
 {
 	(void)state;
@@ -1190,6 +1223,7 @@ int main(void)
 		cmocka_unit_test(test_empty_lines_prefix),
 		cmocka_unit_test(test_bare_lf),
 		cmocka_unit_test(test_captured_fields),
+		cmocka_unit_test(test_single_value_fields_repeated),
 		cmocka_unit_test(test_host_values),
 		cmocka_unit_test(test_absolute_form),
 		cmocka_unit_test(test_asterisk_and_authority_form),
