@@ -206,10 +206,13 @@ static bool asctime_date(struct cursor *c, struct tm_parts *t)
 }
 
 /* "Sunday, 06-Nov-94 08:49:37 GMT" after the day name. RFC 9110 5.6.7:
- * a two-digit year more than 50 years in the future is in the past. */
+ * a timestamp with a two-digit year that would be more than 50 years in
+ * the future is in the past: compared whole, so that in December 2026
+ * "31-Dec-76" is 1976, not 2076 (the year alone is only 50 ahead). */
 static bool rfc850_date(struct cursor *c, struct tm_parts *t, time_t now)
 {
-	int64_t cur, y;
+	int64_t cur, y, day = floor_div((int64_t)now, 86400);
+	int64_t in_year, now_in_year;
 	int yy, m, d;
 
 	if (!lit(c, ", ") || !digits(c, 2, &t->day) || !lit(c, "-"))
@@ -218,9 +221,13 @@ static bool rfc850_date(struct cursor *c, struct tm_parts *t, time_t now)
 	if (t->mon < 0 || !lit(c, "-") || !digits(c, 2, &yy) || !lit(c, " ") ||
 	    !time_of_day(c, &t->hour, &t->min, &t->sec) || !lit(c, " GMT"))
 		return false;
-	civil_from_days(floor_div((int64_t)now, 86400), &cur, &m, &d);
+	civil_from_days(day, &cur, &m, &d);
 	y = cur - cur % 100 + yy;
-	if (y > cur + 50)
+	/* Where in its year each falls, ordered as the calendar is. */
+	in_year = ((int64_t)(t->mon + 1) * 32 + t->day) * 86400 +
+		  t->hour * 3600 + t->min * 60 + t->sec;
+	now_in_year = ((int64_t)m * 32 + d) * 86400 + (now - day * 86400);
+	if (y > cur + 50 || (y == cur + 50 && in_year > now_in_year))
 		y -= 100;
 	t->year = y;
 	return true;

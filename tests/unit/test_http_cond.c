@@ -459,6 +459,14 @@ static void test_each_alone(void **state)
 		{GET, .ius = BAD, .want = 200},
 		{GET, .ius = OLD ", " OLD, .want = 200},
 		{GET, .ius = "Sun, 06 Nov 1994 08:49:36", .want = 200},
+		/* RFC 850: more than 50 years ahead of NOW (2027-01-15
+		 * 08:00:00) is a century back, by the whole timestamp. */
+		{GET, .ius = "Friday, 15-Jan-77 08:00:00 GMT", .want = 200},
+		{GET, .ius = "Friday, 15-Jan-77 08:00:01 GMT", .want = 412},
+		{GET, .ius = "Thursday, 14-Jan-77 23:59:59 GMT", .want = 200},
+		{GET, .ius = "Saturday, 16-Jan-77 00:00:00 GMT", .want = 412},
+		{GET, .ius = "Friday, 31-Dec-76 00:00:00 GMT", .want = 200},
+		{GET, .ius = "Sunday, 01-Jan-78 00:00:00 GMT", .want = 412},
 		/* If-None-Match: weak comparison. */
 		{GET, .inm = ETAG, .want = 304},
 		{GET, .inm = "W/" ETAG, .want = 304},
