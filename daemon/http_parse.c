@@ -377,6 +377,22 @@ static int parse_target(struct parse_ctx *c, struct http_str t)
 	return parse_absolute_form(c, t);
 }
 
+static enum http_method method_of(struct http_str m)
+{
+	static const char *const other[] = {"POST",    "PUT",   "DELETE",
+					    "CONNECT", "OPTIONS", "TRACE",
+					    "PATCH"};
+
+	if (m.n == 3 && memcmp(m.p, "GET", 3) == 0)
+		return HTTP_METHOD_GET;
+	if (m.n == 4 && memcmp(m.p, "HEAD", 4) == 0)
+		return HTTP_METHOD_HEAD;
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+		if (m.n == strlen(other[i]) && memcmp(m.p, other[i], m.n) == 0)
+			return HTTP_METHOD_OTHER;
+	return HTTP_METHOD_UNKNOWN;
+}
+
 static enum http_parse_result parse_request_line(struct parse_ctx *c, size_t s,
 						 size_t e)
 {
@@ -396,12 +412,7 @@ static enum http_parse_result parse_request_line(struct parse_ctx *c, size_t s,
 		return fail(c, 400);
 	req->target = str(sp1 + 1, (size_t)(sp2 - sp1 - 1));
 
-	if (req->method_str.n == 3 && memcmp(line, "GET", 3) == 0)
-		req->method = HTTP_METHOD_GET;
-	else if (req->method_str.n == 4 && memcmp(line, "HEAD", 4) == 0)
-		req->method = HTTP_METHOD_HEAD;
-	else
-		req->method = HTTP_METHOD_OTHER;
+	req->method = method_of(req->method_str);
 
 	v = parse_version(str(sp2 + 1, n - (size_t)(sp2 + 1 - line)));
 	if (v < 0)
@@ -455,7 +466,7 @@ static int parse_content_length(struct parse_ctx *c, struct http_str v)
 		n = n * 10 + d;
 	}
 	/* We never read a body, and GET/HEAD have no use for one. */
-	if (n > 0 && req->method != HTTP_METHOD_OTHER)
+	if (n > 0 && req->method <= HTTP_METHOD_HEAD)
 		return 400;
 	req->has_content_length = true;
 	req->content_length = n;

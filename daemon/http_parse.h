@@ -33,7 +33,12 @@ struct http_list {
 enum http_method {
 	HTTP_METHOD_GET,
 	HTTP_METHOD_HEAD,
-	HTTP_METHOD_OTHER, /* syntactically valid token we do not implement */
+	/* A method RFC 9110 or RFC 5789 (PATCH) defines, which a file does
+	 * not allow: 405 with Allow. */
+	HTTP_METHOD_OTHER,
+	/* Any other token: a method orcd does not know (RFC 9110 9.1), 501.
+	 * Methods are case-sensitive: "get" is one of these. */
+	HTTP_METHOD_UNKNOWN,
 };
 
 struct http_limits {

@@ -306,8 +306,9 @@ static void answer(struct metrics *m, struct mconn *c,
 	ssize_t n;
 
 	m->snapshot(m->ctx, &t, &path);
-	if (req->method == HTTP_METHOD_OTHER)
-		reply(c, 405, NULL, NULL, 0, false);
+	if (req->method > HTTP_METHOD_HEAD)
+		reply(c, req->method == HTTP_METHOD_OTHER ? 405 : 501, NULL,
+		      NULL, 0, false);
 	else if (!path || req->path.n != strlen(path) ||
 		 memcmp(req->path.p, path, req->path.n))
 		reply(c, 404, NULL, NULL, 0, head);

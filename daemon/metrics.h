@@ -19,7 +19,7 @@ ssize_t metrics_render(const struct orcd_stats *t, const char *engine,
  * blocking, a client has a second to send its request and a second to
  * take the answer, and at most 16 are answered at once (more wait in the
  * backlog). GET/HEAD of the metrics path get the counters, anything else
- * 404/405; every connection closes after its answer.
+ * 404/405/501; every connection closes after its answer.
  *
  * The counters come from snapshot(), which fills a sum of the workers'
  * counters and the path the page lives at (the current config's).

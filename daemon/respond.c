@@ -291,12 +291,15 @@ int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,
 	ssize_t n;
 
 	plan_init(plan, req->keep_alive);
-	if (req->method == HTTP_METHOD_OTHER) {
-		/* We never read a request body: if one follows, the stream
-		 * cannot be resynchronised, so close after answering. */
+	if (req->method > HTTP_METHOD_HEAD) {
+		/* 405 for a method a file does not allow, 501 for one orcd
+		 * does not know (RFC 9110 15.5.6, 15.6.2). We never read a
+		 * request body: if one follows, the stream cannot be
+		 * resynchronised, so close after answering. */
+		status = req->method == HTTP_METHOD_OTHER ? 405 : 501;
 		if (req->has_content_length && req->content_length)
 			plan->keep_alive = false;
-		return render_status(plan, 405, req->version_minor, false,
+		return render_status(plan, status, req->version_minor, false,
 				     clock, NULL, buf, cap);
 	}
 	err = path_normalize(req->path.p, req->path.n, plan->relpath,

@@ -59,9 +59,10 @@ enum {
  * Decide and render the response to a parsed request into buf[0..cap):
  * metadata comes from lk (NULL: looked up every time) unless
  * RESPOND_KEEP_FD asks for the file to be opened.
- * 405 with Allow for other methods, 400/404/301 from the path, index
- * files for directories, 304/206/416/200 from the validators. Error
- * statuses carry a small HTML body inside head_len (except for HEAD).
+ * 405 with Allow for other methods (501 for unknown ones), 400/404/301
+ * from the path, index files for directories, 304/206/416/200 from the
+ * validators. Error statuses carry a small HTML body inside head_len
+ * (except for HEAD).
  * Returns 0 or -ENOSPC (cap too small) / -ENOMEM.
  */
 int respond_plan(struct orcd_config *cfg, const struct respond_lookup *lk,

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""GET and HEAD, the headers every 200 carries, 405 for other methods, and
-the request errors (400/414/431/505) that must close the connection."""
+"""GET and HEAD, the headers every 200 carries, 405 or 501 for other
+methods, and the request errors (400/414/431/505) that must close the
+connection."""
 
 import os
 import sys
@@ -106,12 +107,17 @@ def big_file_exact_bytes(srv):
 
 @orcdtest.case
 def other_methods_405_with_allow(srv):
-    for m in ("POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "BREW"):
+    # RFC 9110 9.1: a method orcd knows but a file does not allow is
+    # 405 with Allow; a token it does not know is 501.
+    for m, status in (("POST", 405), ("PUT", 405), ("DELETE", 405),
+                      ("OPTIONS", 405), ("PATCH", 405), ("TRACE", 405),
+                      ("BREW", 501), ("M-SEARCH", 501)):
         with srv.conn() as c:
             c.send(build_request(m, "/hello.txt"))
             r = c.read_response()
-            eq(r.status, 405, m)
-            eq(r.header("allow"), "GET, HEAD", "Allow on %s" % m)
+            eq(r.status, status, m)
+            eq(r.header("allow"), "GET, HEAD" if status == 405 else None,
+               "Allow on %s" % m)
             # Without a body the connection stays usable.
             c.send(build_request("GET", "/hello.txt",
                                  {"Connection": "close"}))
@@ -122,11 +128,11 @@ def other_methods_405_with_allow(srv):
 
 @orcdtest.case
 def methods_are_case_sensitive(srv):
-    # RFC 9110 9.1: "get" is not GET.
-    for m in ("get", "Head"):
+    # RFC 9110 9.1: "get" is not GET, and not a method orcd knows.
+    for m in ("get", "Head", "post"):
         r = srv.raw(("%s /hello.txt HTTP/1.1\r\nHost: t\r\n"
                      "Connection: close\r\n\r\n" % m).encode())
-        eq(r.status, 405, m)
+        eq(r.status, 501, m)
     r = srv.raw(b"OPTIONS * HTTP/1.1\r\nHost: t\r\nConnection: close"
                 b"\r\n\r\n")
     eq(r.status, 405, "OPTIONS *")

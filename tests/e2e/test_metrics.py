@@ -113,6 +113,8 @@ def other_paths_and_methods(srv):
        "other path")
     eq(ask(srv, b"POST /metrics HTTP/1.1\r\nHost: m\r\n"
                b"Content-Length: 0\r\n\r\n").status, 405, "POST")
+    eq(ask(srv, b"BREW /metrics HTTP/1.1\r\nHost: m\r\n\r\n").status, 501,
+       "a method orcd does not know")
     eq(ask(srv, b"GET /metrics HTTP/1.1\r\nHost: m\r\nBad header\r\n\r\n")
        .status, 400, "malformed head")
 
