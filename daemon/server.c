@@ -786,16 +786,41 @@ static void warn_unreloadable(const struct orcd_config *c)
 				config_show(files[i]).s, strerror(errno));
 }
 
+/* `threads 0`: one worker per CPU this process may run on (`cpus`, NULL
+ * where unknown: a cpuset, taskset or CPUAffinity= may allow fewer than
+ * are online, and pinned workers would otherwise share them), at most
+ * threads' maximum. */
+static unsigned workers_for(const cpu_set_t *cpus)
+{
+	long n = cpus ? CPU_COUNT(cpus) : sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
+}
+
+/* How many workers `threads` asks for here (the CPUs as start-up saw
+ * them: s->cpus, empty where unknown). */
+static unsigned threads_here(const struct orcd_server *s, unsigned threads)
+{
+	if (threads)
+		return threads;
+	return workers_for(CPU_COUNT(&s->cpus) ? &s->cpus : NULL);
+}
+
+/* The same addresses, in any order (config.c refuses one twice). */
 static bool same_listeners(const struct orcd_config *a,
 			   const struct orcd_config *b)
 {
-	unsigned i;
-
 	if (a->n_listen != b->n_listen)
 		return false;
-	for (i = 0; i < a->n_listen; i++)
-		if (!same_listen(&a->listen[i], &b->listen[i]))
+	for (unsigned i = 0; i < a->n_listen; i++) {
+		unsigned k = 0;
+
+		while (k < b->n_listen && !same_listen(&a->listen[i],
+						       &b->listen[k]))
+			k++;
+		if (k == b->n_listen)
 			return false;
+	}
 	return true;
 }
 
@@ -916,6 +941,7 @@ static void reload(struct orcd_server *s, const struct cli_opts *o)
 		reload_failed(NULL, err);
 		return;
 	}
+	c->threads = threads_here(s, c->threads);
 	same = same_listeners(s->cfg, c);
 	/* Passed sockets stay; specific's slot ranges are reserved once,
 	 * for one set of workers. */
@@ -928,8 +954,9 @@ static void reload(struct orcd_server *s, const struct cli_opts *o)
 		reload_failed(c, "out of memory");
 		return;
 	}
-	if (!same && !new_workers) {
-		/* The listeners that run stay, and so does what names them. */
+	if (!new_workers) {
+		/* The listeners that run stay, and so does what names them,
+		 * in their order (the file may list them in another). */
 		memcpy(c->listen, s->cfg->listen, sizeof(c->listen));
 		c->n_listen = s->cfg->n_listen;
 	}
@@ -1322,17 +1349,6 @@ static void close_listeners(struct orcd_server *s)
 	}
 }
 
-/* `threads 0`: one worker per CPU this process may run on (`cpus`, NULL
- * where unknown: a cpuset, taskset or CPUAffinity= may allow fewer than
- * are online, and pinned workers would otherwise share them), at most
- * threads' maximum. */
-static unsigned workers_for(const cpu_set_t *cpus)
-{
-	long n = cpus ? CPU_COUNT(cpus) : sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
-}
-
 /* What main_loop() reads from its signalfd. */
 static void server_signals(sigset_t *set)
 {
@@ -1372,12 +1388,15 @@ int server_run(const struct cli_opts *o, struct orcd_config *cfg)
 	/* The CPUs this process may run on: how many workers `threads 0`
 	 * means, and where worker_cpu_affinity auto pins them. */
 	if (sched_getaffinity(0, sizeof(s.cpus), &s.cpus) == 0 &&
-	    CPU_COUNT(&s.cpus))
+	    CPU_COUNT(&s.cpus)) {
 		have_cpus = true;
-	else
+	} else {
 		cpus_err = errno ? errno : EINVAL;
-	s.n_workers = cfg->threads ? cfg->threads :
-				     workers_for(have_cpus ? &s.cpus : NULL);
+		CPU_ZERO(&s.cpus);
+	}
+	/* Written back, as the engine is: a reload compares what runs
+	 * with what its file asks for, `threads 0` counted the same way. */
+	s.n_workers = cfg->threads = threads_here(&s, cfg->threads);
 	s.workers = workers_new(s.n_workers);
 	total = s.n_workers;
 	if (!s.workers)

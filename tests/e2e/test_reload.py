@@ -96,6 +96,28 @@ def each_reload_compares_with_what_runs():
 
 
 @orcdtest.case
+def threads_0_is_the_count_it_started():
+    # `threads 0` runs one worker per allowed CPU; a reload compares that
+    # count, as it does an engine auto chose (once the file's 0 was
+    # compared as written: "threads 0 -> 2 needs a restart" with 2
+    # running, and "2 -> 0" the other way).
+    with Server(conf="threads 0;\n") as srv:
+        srv.start()
+        m = re.search(r"with (\d+) worker\(s\)", srv.stderr_text())
+        check(m, "the workers that run: %r" % srv.stderr_text())
+        n = m.group(1)
+        reload(srv, "threads %s;\n" % n)
+        eq(warnings(srv), [], "threads 0 -> the %s it started" % n)
+        reload(srv, "threads 0;\n")
+        eq(warnings(srv), [], "threads 0 again")
+        more = str(int(n) + 1)
+        reload(srv, "threads %s;\n" % more)
+        eq(warnings(srv), [("threads", n, more, n)], "another count")
+        eq(srv.get("/hello.txt").body, HELLO, "served after the reloads")
+        srv.stop()
+
+
+@orcdtest.case
 def engine_auto_is_the_engine_it_chose():
     # Started with engine auto, what runs is the engine auto chose: a
     # file that names it, or says auto again, needs no restart (once
@@ -223,6 +245,42 @@ def listen_change_frees_the_old_address_at_once():
                   % (name, m.total(name), first.total(name)))
         slow.close()
         srv.assert_fds_back()
+        srv.stop()
+
+
+@orcdtest.case
+def the_same_listen_addresses_in_another_order_are_no_change():
+    # Once compared place by place: swapping two listen lines started new
+    # workers, closed idle keep-alive connections and cut downloads at
+    # worker_shutdown_timeout.
+    second = "listen 127.0.0.1:%d;\n" % orcdtest.free_port()
+    with Server(conf=second) as srv:
+        if srv.forwarded:
+            raise orcdtest.Skip("the guest's forwarded ports are fixed")
+        srv.start()
+        first = "listen 127.0.0.1:%d;\n" % srv.port
+        with srv.conn() as c:
+            c.send(build_request("GET", "/hello.txt"))
+            eq(c.read_response().body, HELLO, "before")
+            srv.write_conf(second)
+            with open(srv.conf_path) as f:
+                text = f.read()
+            check(text.index(first) < text.index(second), text)
+            with open(srv.conf_path, "w") as f:
+                f.write(second + first + text.replace(first, "")
+                        .replace(second, ""))
+            n = srv.stderr_text().count("configuration reloaded")
+            srv.signal(signal.SIGHUP)
+            wait_until(lambda: srv.stderr_text().count(
+                "configuration reloaded") > n, 10, "the reload")
+            check("new workers" not in srv.stderr_text(),
+                  "a listen change: %r" % srv.stderr_text())
+            # The idle keep-alive connection was not closed for it.
+            c.send(build_request("GET", "/hello.txt",
+                                 {"Connection": "close"}))
+            r = c.read_response()
+            check(r is not None and r.body == HELLO,
+                  "the connection after the reload: %r" % r)
         srv.stop()
 
 
