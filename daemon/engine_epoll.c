@@ -747,9 +747,12 @@ static void on_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 	(void)revents;
 	config_fmt_duration(bound, sizeof(bound),
 			    ew->w->cfg->shutdown_timeout_ms);
-	log_msg(LOG_WARNING,
-		"worker %u: %u connections still busy after %s; closing",
-		ew->w->id, ew->n_conns, bound);
+	/* With worker_shutdown_timeout 0 the bound may pass before the
+	 * last connection is seen gone: nothing to say then. */
+	if (ew->n_conns)
+		log_msg(LOG_WARNING,
+			"worker %u: %u connections still busy after %s; closing",
+			ew->w->id, ew->n_conns, bound);
 	ew->hw.drain_expired = true;
 	/* With the bound passed, the core ends each connection at once. */
 	while (ew->conns) {

@@ -591,9 +591,12 @@ static void drain_expired(struct uring_worker *uw)
 
 	config_fmt_duration(bound, sizeof(bound),
 			    uw->w->cfg->shutdown_timeout_ms);
-	log_msg(LOG_WARNING,
-		"worker %u: %u connections still busy after %s; cancelling",
-		uw->w->id, uw->n_conns, bound);
+	/* With worker_shutdown_timeout 0 the bound may pass before the
+	 * last connection is seen gone: nothing to say then. */
+	if (uw->n_conns)
+		log_msg(LOG_WARNING,
+			"worker %u: %u connections still busy after %s; cancelling",
+			uw->w->id, uw->n_conns, bound);
 	uw->hw.drain_expired = true;
 	uw->hooks->kill_all(uw);
 	sqe = uring_sqe(uw, 1);

@@ -402,6 +402,15 @@ def worker_shutdown_timeout_sets_the_drain_bound():
     stalled_reader_cut_at("worker_shutdown_timeout 2500ms;\n", 2.5,
                           "2500ms")
     stalled_reader_cut_at("worker_shutdown_timeout 0;\n", 0, "0s")
+    # With nothing to cut there is nothing to say (direct once warned
+    # "0 connections still busy after 0s" at every stop).
+    with Server(conf="worker_shutdown_timeout 0;\n") as srv:
+        srv.start()
+        srv.signal(signal.SIGTERM)
+        eq(srv.proc.wait(10), 0, "exit status")
+        check("still busy" not in srv.stderr_text(),
+              "an idle stop warned: %r" % srv.stderr_text())
+        srv.stop()
 
 
 @orcdtest.case(engines=("epoll",))
