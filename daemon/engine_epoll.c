@@ -416,9 +416,10 @@ static int src_choose(struct ep_conn *c)
 	/* Another file, or one shorter than the bytes the head promises:
 	 * answer again. A file that only grew (a log being appended to)
 	 * still holds those bytes, and sendfile sends no more. */
-	if (now.ino != p->meta.ino || now.dev != p->meta.dev ||
+	if (fd < 0 || now.ino != p->meta.ino || now.dev != p->meta.dev ||
 	    now.size < p->offset + p->length) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return H1_REPLAN;
 	}
 	c->file_fd = fd;

@@ -28,13 +28,13 @@ struct file_meta {
 /*
  * Look up metadata of relpath under root_fd without following symlinks
  * out of the root (openat2 RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, plus
- * resolve_extra). If fd_out is non-NULL the path is opened O_RDONLY |
- * O_NONBLOCK | O_NOCTTY and that fd is returned there; else it is an
- * O_PATH lookup, which reads nothing, and its fd is closed. Returns 0,
- * -ENOENT, -EACCES, -EXDEV (escapes the root), ... An open for reading
- * can also fail for what it found, where the O_PATH lookup would not: a
- * directory that may be searched but not read (-EACCES), a socket
- * (-ENXIO), whatever a device's driver says.
+ * resolve_extra): an O_PATH lookup, which reads nothing, and fstat. If
+ * fd_out is non-NULL and a regular file was found, it is then opened
+ * O_RDONLY | O_NONBLOCK | O_NOCTTY, its fd returned there and the facts
+ * are the opened file's; for anything else (a directory, FIFO, device,
+ * socket: never opened for reading) *fd_out is -1. Returns 0, -ENOENT,
+ * -EACCES, -EXDEV (escapes the root), ... The open for reading can also
+ * fail where the lookup did not (-EACCES: no read permission).
  */
 int file_meta_lookup(int root_fd, const char *relpath, uint64_t resolve_extra,
 		     struct file_meta *meta, int *fd_out);

@@ -126,60 +126,19 @@ static int lookup_status(int err)
 	}
 }
 
-/* Whether an open for reading failed on what it found rather than on the
- * way there: the path's own answers (missing, out of the root, a link
- * loop, too long) and a want of descriptors or memory would be the O_PATH
- * lookup's too. Anything else (EACCES, EPERM, ENXIO, ENODEV, EOPNOTSUPP,
- * whatever a device's driver says) may be the file's kind refusing to be
- * read. */
-static bool open_refused(int err)
-{
-	switch (err) {
-	case -ENOENT:
-	case -ENOTDIR:
-	case -ELOOP:
-	case -EXDEV:
-	case -ENAMETOOLONG:
-	case -EMFILE:
-	case -ENFILE:
-	case -ENOMEM:
-		return false;
-	default:
-		return true;
-	}
-}
-
 /* The facts of plan->relpath: from lk, or a lookup (O_PATH) of our own;
- * with fdp, by opening it for reading (the one open a regular file costs
- * on an engine that sends from the plan's fd). That open comes before
- * the file's kind is known: a directory that may be searched but not
- * read (0711, as an unprivileged server) refuses it with EACCES, a
- * socket with ENXIO, and a device node runs its driver's open. So a
- * refused open is looked up again without reading (the same resolution)
- * and decided by kind: a directory goes on to its redirect or index with
- * no fd, any other kind that is not a regular file is planned without
- * one (and answered 404), and a regular file keeps the open's refusal
- * (403 for EACCES). */
+ * with fdp, a regular file is also opened for reading (the one open it
+ * costs on an engine that sends from the plan's fd). Nothing else is
+ * opened (file_meta_lookup): a directory goes on to its redirect or
+ * index, any other kind is answered 404, and neither a FIFO's writer nor
+ * a device's driver sees a read open. */
 static int lookup(struct orcd_config *cfg, const struct respond_lookup *lk,
 		  int *fdp, struct response_plan *plan)
 {
-	struct file_meta kind;
-	int err, again;
-
 	if (!fdp && lk)
 		return lk->fn(lk->ctx, cfg, plan->relpath, &plan->meta);
-	err = file_meta_lookup(cfg->root_fd, plan->relpath, 0, &plan->meta,
-			       fdp);
-	if (!err || !fdp || !open_refused(err))
-		return err;
-	again = file_meta_lookup(cfg->root_fd, plan->relpath, 0, &kind, NULL);
-	if (again)
-		return again; /* gone meanwhile, or a directory on the way */
-	if (S_ISREG(kind.mode))
-		return err;
-	plan->meta = kind;
-	*fdp = -1;
-	return 0;
+	return file_meta_lookup(cfg->root_fd, plan->relpath, 0, &plan->meta,
+				fdp);
 }
 
 /* Whether the answer may carry none of the file's bytes: a HEAD, an
@@ -260,7 +219,7 @@ static int resolve_target(struct orcd_config *cfg,
 		} else {
 			err = file_meta_lookup(cfg->root_fd, plan->relpath, 0,
 					       &plan->meta, &fd);
-			if (!err)
+			if (!err && fd >= 0)
 				close(fd);
 		}
 		if (err)

@@ -1245,7 +1245,7 @@ int stat_cache_readable(struct stat_cache *sc, struct orcd_config *cfg,
 	if (e && e->read_known)
 		return e->read_err;
 	err = file_meta_lookup(cfg->root_fd, relpath, 0, &now, &fd);
-	if (!err)
+	if (!err && fd >= 0)
 		close(fd);
 	same = !err && same_version(&now, meta);
 	/* Who may read it changes only with an IN_ATTRIB, of the file or of
@@ -1397,7 +1397,7 @@ void stat_cache_keep_map(struct stat_cache *sc, const struct orcd_config *cfg,
 		return;
 	/* The same walk beneath the root as every lookup; the mapping (or
 	 * the bytes) is of the version the facts describe, or none. */
-	if (file_meta_lookup(cfg->root_fd, relpath, 0, &now, &fd))
+	if (file_meta_lookup(cfg->root_fd, relpath, 0, &now, &fd) || fd < 0)
 		return;
 	if (meta->size <= STAT_CACHE_DATA_FILE) {
 		/* Bigger than a response buffer's room, so a chain read it in

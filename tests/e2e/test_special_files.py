@@ -8,10 +8,11 @@ never waits for a writer (RESOLVE_CACHED: not even when the name left
 the dentry cache), and a read that waits for data ends at send_timeout (the timer cancels the chain's step in flight,
 not the send queued behind it); either way a 404, and chains and slots
 come back. A mount over a cached directory is served at once (the
-cache watches the mount table). Without the stat cache (`stat_cache 0`: epoll's plan opens
-the file for reading) an open refused for what the path is decides
-nothing: a socket (ENXIO) is 404, a directory orcd may search but not
-read (0711, EACCES) is still redirected and its index served. Each case
+cache watches the mount table). Without the stat cache (`stat_cache 0`:
+epoll's plan opens the file for reading) only a regular file is opened:
+a FIFO's blocked writer is not let go (a device's driver is not run), a
+socket is 404, a directory orcd may search but not read (0711) is still
+redirected and its index served. Each case
 starts its own orcd; the mount cases need root, and make their mounts
 in orcd's own mount namespace (others' caches would empty at them)."""
 
@@ -20,6 +21,7 @@ import signal
 import socket
 import stat
 import sys
+import threading
 
 import orcdtest
 from orcdtest import build_request, check, eq
@@ -63,10 +65,24 @@ def fifo_and_device_node_answer_404():
                     names.append("zero")
                 except OSError:
                     pass  # no CAP_MKNOD here (a container): the FIFO
-            for name in names:
-                for method in ("GET", "HEAD"):
-                    eq(get(srv, "/" + name, method).status, 404,
-                       "%s /%s, %s" % (method, name, what))
+            # A writer waits in its open for a reader: orcd must not be
+            # one (the open of a device would run its driver likewise).
+            writer = threading.Thread(
+                target=lambda: os.close(os.open(srv.path("pipe"),
+                                                os.O_WRONLY)))
+            writer.start()
+            try:
+                for name in names:
+                    for method in ("GET", "HEAD"):
+                        eq(get(srv, "/" + name, method).status, 404,
+                           "%s /%s, %s" % (method, name, what))
+                writer.join(0.5)
+                check(writer.is_alive(), "the FIFO's writer was let go: "
+                      "orcd opened it for reading, " + what)
+            finally:
+                os.close(os.open(srv.path("pipe"),
+                                 os.O_RDONLY | os.O_NONBLOCK))
+                writer.join()
             eq(get(srv, "/hello.txt").body, HELLO, "served after them")
             srv.assert_fds_back()
             srv.stop()
