@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -1097,6 +1098,23 @@ static bool uring_cleanup(struct uring_worker *uw)
 	slots_destroy(&uw->slots);
 	return quiet;
 }
+/* Recent kernels count a ring's memory against RLIMIT_MEMLOCK for a
+ * process without CAP_IPC_LOCK; where that limit is small (64 KiB, the
+ * old default, as in some containers) a second worker's ring fails with
+ * ENOMEM, which names nothing. */
+static const char *memlock_hint(int err, char *buf, size_t cap)
+{
+	struct rlimit rl;
+
+	if (err != -ENOMEM || getrlimit(RLIMIT_MEMLOCK, &rl) ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return "";
+	snprintf(buf, cap,
+		 " (RLIMIT_MEMLOCK is %llu KiB, which each worker's ring may count against: raise it, as LimitMEMLOCK= does under systemd, or run fewer threads)",
+		 (unsigned long long)rl.rlim_cur / 1024);
+	return buf;
+}
+
 
 /* One worker of either engine: fl names slots, hooks are the transport
  * above. Returns when the worker has stopped. */
@@ -1107,6 +1125,7 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 		aligned_alloc(URING_ALIGN, (sizeof(*uw) + URING_ALIGN - 1) &
 						   ~(size_t)(URING_ALIGN - 1));
 	struct conn_budget budget;
+	char hint[256];
 	bool min_wait;
 	int base, r;
 	unsigned n, n_acc, cache_fds;
@@ -1152,8 +1171,9 @@ int uring_run(struct orcd_worker *w, const struct uring_flavor *fl,
 	uw->ring_entries = uring_ring_depth(w->cfg);
 	r = uring_ring_init(&uw->ring, uw->ring_entries);
 	if (r) {
-		log_msg(LOG_ERR, "worker %u: io_uring_queue_init(%u): %s",
-			w->id, uw->ring_entries, strerror(-r));
+		log_msg(LOG_ERR, "worker %u: io_uring_queue_init(%u): %s%s",
+			w->id, uw->ring_entries, strerror(-r),
+			memlock_hint(r, hint, sizeof(hint)));
 		slots_destroy(&uw->slots);
 		free(uw);
 		return r;

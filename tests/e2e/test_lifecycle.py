@@ -8,6 +8,7 @@ import calendar
 import errno
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -411,6 +412,33 @@ def worker_shutdown_timeout_sets_the_drain_bound():
         check("still busy" not in srv.stderr_text(),
               "an idle stop warned: %r" % srv.stderr_text())
         srv.stop()
+
+
+@orcdtest.case(engines=("direct",))
+def a_ring_refused_for_locked_memory_names_the_limit():
+    # Recent kernels count each ring against RLIMIT_MEMLOCK for a process
+    # without CAP_IPC_LOCK: at 64 KiB a second worker's ring fails with a
+    # bare ENOMEM, which once named nothing.
+    user = orcdtest.unprivileged_conf()
+    if not user:
+        raise orcdtest.Skip("needs root, to drop CAP_IPC_LOCK with user")
+    with Server(conf=user + "threads 8;\n") as srv:
+        for d in (srv.tmp, srv.root):
+            os.chmod(d, 0o755)  # nobody must reach the root
+        srv.preexec = lambda: resource.setrlimit(resource.RLIMIT_MEMLOCK,
+                                                 (65536, 65536))
+        srv.launch()
+        wait_until(lambda: srv.proc.poll() is not None or
+                   "serving " in srv.stderr_text(), 15,
+                   "orcd to serve or to fail")
+        err = srv.stderr_text()
+        if "io_uring_queue_init" not in err:
+            srv.stop()
+            raise orcdtest.Skip("this kernel does not count rings against "
+                                "RLIMIT_MEMLOCK")
+        srv.finish(expect_rc=1)
+        check("Cannot allocate memory (RLIMIT_MEMLOCK is 64 KiB" in err,
+              "the limit not named: %r" % err)
 
 
 @orcdtest.case(engines=("epoll",))
