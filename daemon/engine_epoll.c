@@ -102,6 +102,8 @@ struct ep_worker {
 	ev_io wake_io;
 	ev_timer accept_retry; /* ACCEPT_RETRY_S after make_room() */
 	int64_t accept_said_ms; /* mono_ms() of the last "pausing" line */
+	int64_t nomem_said_ms;	/* ...and of the last "no memory" line */
+	unsigned nomem_unsaid;	/* connections refused since that line */
 	ev_timer drain_timer;
 	ev_timer heartbeat; /* proves the loop turns, for the watchdog */
 	ev_idle received_w; /* fed, never started: see on_received() */
@@ -713,6 +715,16 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 		}
 		c = calloc(1, sizeof(*c));
 		if (!c) {
+			/* Nothing can hold the socket: close it. Said at most
+			 * once a second, with a count, as direct's. */
+			ew->nomem_unsaid++;
+			if (mono_ms() - ew->nomem_said_ms >= 1000) {
+				log_msg(LOG_ERR,
+					"worker %u: no memory for a connection (%u refused since the last line)",
+					ew->w->id, ew->nomem_unsaid);
+				ew->nomem_said_ms = mono_ms();
+				ew->nomem_unsaid = 0;
+			}
 			close(fd);
 			return;
 		}

@@ -64,6 +64,23 @@ static size_t resp_cap(const struct h1_worker *hw)
 	return cap;
 }
 
+/* A buffer malloc refused: its connection closes unanswered. Said at
+ * most once a second, with a count (a flood would write a line each). */
+static void say_nomem(struct h1_worker *hw)
+{
+	int64_t now = mono_ms();
+
+	hw->nomem_unsaid++;
+	if (now - hw->nomem_said_ms < 1000)
+		return;
+	log_msg(LOG_ERR,
+		"worker %u: no memory for a request's buffer (%u refused since "
+		"the last line): its connection closes unanswered",
+		hw->w->id, hw->nomem_unsaid);
+	hw->nomem_said_ms = now;
+	hw->nomem_unsaid = 0;
+}
+
 static struct h1_resp *resp_get(struct h1_worker *hw)
 {
 	size_t cap = resp_cap(hw);
@@ -77,10 +94,12 @@ static struct h1_resp *resp_get(struct h1_worker *hw)
 		free(r); /* buffer_size changed on reload */
 	}
 	r = malloc(sizeof(*r) + cap);
-	if (r) {
-		r->cap = cap;
-		r->plan.fd = -1;
+	if (!r) {
+		say_nomem(hw);
+		return NULL;
 	}
+	r->cap = cap;
+	r->plan.fd = -1;
 	return r;
 }
 
@@ -131,6 +150,8 @@ static bool in_get(struct h1_conn *c)
 	}
 	c->in = malloc(cap < 2 * sizeof(char *) ? 2 * sizeof(char *) : cap);
 	c->in_cap = cap;
+	if (!c->in)
+		say_nomem(hw);
 	return c->in != NULL;
 }
 

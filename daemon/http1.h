@@ -108,6 +108,8 @@ struct h1_worker {
 	struct h1_list lingering, idle;
 	unsigned n_shedding;  /* shed, its recv not back yet */
 	int64_t shed_said_ms; /* when the last "no room" warning went out */
+	int64_t nomem_said_ms; /* ...and the last "no memory" error */
+	unsigned nomem_unsaid; /* buffers refused since that line */
 	/* A recv may hand over this many bytes at once (a provided buffer
 	 * sized for the max_header_bytes the worker started with): request
 	 * buffers are never smaller, whatever a reload set the limit to;
