@@ -819,9 +819,9 @@ static void begin_stop(struct ep_worker *ew)
 }
 
 /* Plans take facts from the cache where it can answer; elsewhere
- * (stat_cache 0, a 9p root) the plan opens the file and the body goes by
- * sendfile from that fd: one open per request, not a lookup and then an
- * open. */
+ * (stat_cache 0, a 9p root) the plan looks the file up and opens it
+ * (file_meta_lookup) and the body goes by sendfile from that fd, not
+ * from another open at send time. */
 static void use_cache(struct ep_worker *ew)
 {
 	ew->hw.plan_flags = stat_cache_active(ew->sc) ? 0 : RESPOND_KEEP_FD;

@@ -64,8 +64,9 @@ static size_t resp_cap(const struct h1_worker *hw)
 	return cap;
 }
 
-/* A buffer malloc refused: its connection closes unanswered. Said at
- * most once a second, with a count (a flood would write a line each). */
+/* A buffer malloc refused: its connection closes. Said at most once a
+ * second, with a count (a flood would write a line each); the first
+ * refusal is said at once. */
 static void say_nomem(struct h1_worker *hw)
 {
 	int64_t now = mono_ms();
@@ -74,8 +75,8 @@ static void say_nomem(struct h1_worker *hw)
 	if (now - hw->nomem_said_ms < 1000)
 		return;
 	log_msg(LOG_ERR,
-		"worker %u: no memory for a request's buffer (%u refused since "
-		"the last line): its connection closes unanswered",
+		"worker %u: no memory for a connection's buffer (%u refused "
+		"since the last line or start-up): its connection closes",
 		hw->w->id, hw->nomem_unsaid);
 	hw->nomem_said_ms = now;
 	hw->nomem_unsaid = 0;

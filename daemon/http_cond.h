@@ -40,7 +40,7 @@ void http_etag_make(uint64_t ino, uint64_t size, int64_t mtime_sec,
  * An unparsable date is ignored, and so is an If-Modified-Since later
  * than now. Returns 200 (go on to step 5, http_range_applies), 304 or
  * 412. Call it only where the answer would otherwise be 2xx (13.2.1):
- * orcd answers other methods 405 and a missing file 404 before.
+ * orcd answers other methods 405 or 501 and a missing file 404 before.
  */
 int http_precondition(const struct http_request *req, const char *etag,
 		      time_t mtime);

@@ -128,10 +128,12 @@ static int lookup_status(int err)
 
 /* The facts of plan->relpath: from lk, or a lookup (O_PATH) of our own;
  * with fdp, a regular file is also opened for reading (the one open it
- * costs on an engine that sends from the plan's fd). Nothing else is
- * opened (file_meta_lookup): a directory goes on to its redirect or
- * index, any other kind is answered 404, and neither a FIFO's writer nor
- * a device's driver sees a read open. */
+ * costs on an engine that sends from the plan's fd). Nothing the lookup
+ * found to be another kind is opened (file_meta_lookup): a directory
+ * goes on to its redirect or index, any other kind is answered 404, and
+ * neither a FIFO's writer nor a device's driver sees a read open, unless
+ * a rename puts one in the file's place between the lookup and the open
+ * (as it could before any engine's open of a planned file). */
 static int lookup(struct orcd_config *cfg, const struct respond_lookup *lk,
 		  int *fdp, struct response_plan *plan)
 {

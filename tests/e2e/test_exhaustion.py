@@ -764,7 +764,8 @@ def out_of_memory_is_said():
         resource.prlimit(srv.proc.pid, resource.RLIMIT_AS,
                          (size + (1 << 20), resource.RLIM_INFINITY))
         clients = []
-        said = lambda: "no memory for a request's" in srv.stderr_text()
+        said = lambda: ("no memory for a connection's buffer" in
+                        srv.stderr_text())
         try:
             # (Until it is said: the guest's forwarder connects slowly.)
             while len(clients) < 300 and not said():

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The metrics page (Prometheus text) on its own listener: answers GET and
-HEAD of its path, 404/405 otherwise, and never lets one slow client hold
+HEAD of its path, 404/405/501 otherwise, and never lets one slow client hold
 the main thread, which also handles signals and the systemd watchdog."""
 
 import os
